@@ -1,0 +1,251 @@
+"""The `tracker` command.
+
+Exit codes: 0 success (a run that passed, or passed with flaky tests); 1 a run that failed, timed
+out or was interrupted; 2 a usage, configuration or input error (nothing stored); 4 a run that
+could not test anything (infra_error: device missing/busy/unhealthy, checkout or collection failed).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tracker import queries, store
+from tracker.config import ConfigError, Settings, load_settings
+from tracker.db import get_engine, session_scope
+from tracker.ingest import IngestError, load_run
+from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_INTERRUPTED, RUN_PASSED, RunRecord
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INFRA = 1, 2, 4
+
+app = typer.Typer(
+    help=__doc__,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class _State:
+    config: Path | None = None
+    _settings: Settings | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config)
+        return self._settings
+
+
+state = _State()
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(Text(f"error: {message}", style="red"))
+    return typer.Exit(code)
+
+
+@app.callback()
+def main(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Config file (default: ./tracker.toml or $TRACKER_CONFIG)."),
+    ] = None,
+) -> None:
+    state.config = config
+    state._settings = None
+
+
+def _status_exit(status: str) -> int:
+    if status in (RUN_PASSED, RUN_FLAKY):
+        return 0
+    return EXIT_INFRA if status == RUN_INFRA else EXIT_FAILED
+
+
+def _print_run(detail: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(detail, ensure_ascii=False))
+        return
+    run = detail["run"]
+    color = {"passed": "green", "flaky": "yellow"}.get(run["status"], "red")
+    head = Text(f"run {run['id']}  ", style="bold")
+    head.append(run["status"], style=f"bold {color}")
+    head.append(f"  {run['suite']} on {run['runner']}  commit {run['commit'] or '-'}")
+    head.append(f"  {run['duration'] or 0:.1f} s")
+    out.print(head)
+    out.print(Text("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items())))
+    if run["message"]:
+        out.print(Text(f"  {run['message'][:2000]}", style="yellow"))
+    notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
+    for result in notable[:50]:
+        line = Text(
+            f"  {result['outcome']:<11} ", style="red" if result["outcome"] != "flaky" else "yellow"
+        )
+        line.append(result["nodeid"])
+        msg = next((a["message"] for a in result["attempts"] if a["message"]), None)
+        if msg:
+            line.append(f"  {msg.splitlines()[0][:120]}", style="dim")
+        out.print(line)
+    if len(notable) > 50:
+        out.print(f"  … and {len(notable) - 50} more (tracker show {run['id']} --json)")
+    if run.get("artifacts"):
+        out.print(Text(f"  files: {run['artifacts']}", style="dim"))
+
+
+@app.command()
+def run(
+    suite: Annotated[str, typer.Argument(help="A suite from the config (`example` without one).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a configured suite now and store every result."""
+    from tracker.runner.execute import execute
+    from tracker.runner.progress import RichReporter
+
+    try:
+        settings = state.settings()
+        suite_cfg = settings.suite(suite)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    url = settings.database_url
+    get_engine(url)
+    started: dict[str, Any] = {}
+
+    def on_start(record: RunRecord) -> None:
+        with session_scope(url) as session:
+            started["run"] = store.start_run(session, record)
+
+    try:
+        with RichReporter(err) as reporter:
+            record = execute(settings, suite_cfg, reporter, on_start)
+    except KeyboardInterrupt:
+        if "run" in started:
+            with session_scope(url) as session:
+                interrupted = started["run"]
+                interrupted.status, interrupted.message = RUN_INTERRUPTED, "stopped by the user"
+                session.add(interrupted)
+                session.commit()
+        raise typer.Exit(130) from None
+    with session_scope(url) as session:
+        saved = store.save_run(session, record, started.get("run"))
+        detail = queries.run_detail(session, saved.id)
+    _print_run(detail, as_json)
+    if not as_json:
+        err.print(Text(f"stored in {url}; see it with: tracker show {saved.id}", style="dim"))
+    raise typer.Exit(_status_exit(saved.status))
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise fail(f"--started-at {value!r} is not an ISO-8601 time") from None
+    if parsed.tzinfo is None:
+        raise fail("--started-at needs a time zone offset, e.g. 2026-11-30T22:00:00+08:00")
+    return parsed
+
+
+@app.command()
+def ingest(
+    file: Annotated[
+        Path, typer.Argument(help="reportlog JSONL (.gz ok), JUnit XML, or a zip of one")
+    ],
+    suite: Annotated[str, typer.Option("--suite", help="Suite name (created on first use).")],
+    runner: Annotated[str, typer.Option("--runner", help="Runner name (created on first use).")],
+    commit: Annotated[str | None, typer.Option("--commit", help="Commit tested.")] = None,
+    started_at: Annotated[
+        str | None,
+        typer.Option("--started-at", help="ISO-8601 with offset; default: from the file."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store a results file produced elsewhere (e.g. the fork's GitHub Actions job) as a run."""
+    for name, value in (("--suite", suite), ("--runner", runner)):
+        if not value.strip() or len(value) > 200:
+            raise fail(f"{name} must be 1-200 characters")
+    try:
+        settings = state.settings()
+        record = load_run(
+            file, suite=suite, runner=runner, commit=commit, started_at=_parse_time(started_at)
+        )
+    except (ConfigError, IngestError) as exc:
+        raise fail(str(exc)) from None
+    with session_scope(settings.database_url) as session:
+        saved = store.save_run(session, record)
+        detail = queries.run_detail(session, saved.id)
+    _print_run(detail, as_json)
+
+
+@app.command()
+def runs(
+    suite: Annotated[str | None, typer.Option("--suite")] = None,
+    runner: Annotated[str | None, typer.Option("--runner")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 30,
+    as_json: JsonOpt = False,
+) -> None:
+    """List recent runs, newest first."""
+    try:
+        url = state.settings().database_url
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    with session_scope(url) as session:
+        rows = queries.list_runs(session, suite, runner, limit)
+    if as_json:
+        print(json.dumps({"runs": rows}, ensure_ascii=False))
+        return
+    table = Table("id", "started (UTC)", "suite", "runner", "status", "commit", "tests", "counts")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            (r["started_at"] or "")[:19],
+            Text(r["suite"]),
+            Text(r["runner"]),
+            r["status"],
+            Text((r["commit"] or "-")[:12]),
+            str(r["expected"]),
+            Text(", ".join(f"{k} {v}" for k, v in r["counts"].items())),
+        )
+    out.print(table)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="Run id, or `last`.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """One run with its results."""
+    try:
+        url = state.settings().database_url
+        with session_scope(url) as session:
+            rid = queries.latest_run_id(session) if run_id == "last" else int(run_id)
+            detail = queries.run_detail(session, rid)
+    except ValueError:
+        raise fail(f"run id must be a number or `last`, not {run_id!r}") from None
+    except (ConfigError, queries.NotFound) as exc:
+        raise fail(str(exc)) from None
+    _print_run(detail, as_json)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the database to the newest schema (also done on every start)."""
+    try:
+        url = state.settings().database_url
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    get_engine(url)
+    out.print(f"database at the newest schema: {url}")

@@ -1,0 +1,171 @@
+"""Settings: `tracker.toml` (or --config / TRACKER_CONFIG) overlaid by TRACKER_* variables.
+
+Every command works without a config file; only `run` and the scheduler need suites, and without
+any configured the bundled example suite is offered under the name `example`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EXAMPLE_SUITE_DIR = Path(__file__).parent / "example_suite"
+DEFAULT_CONFIG_FILE = "tracker.toml"
+
+
+class ConfigError(Exception):
+    """A user-fixable problem in the configuration; the message names the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunnerConfig(_Strict):
+    name: str = Field(default_factory=lambda: os.uname().nodename, min_length=1, max_length=200)
+    device: Literal["auto", "npu", "cuda", "cpu"] = "auto"
+    devices: list[int] | None = None  # None: every device found
+
+
+class SuiteConfig(_Strict):
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.-]+$")
+    path: Path
+    ref: str | None = None
+    python: str = "python3"
+    args: list[str] = Field(default_factory=list)
+    deselect: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    schedule: str | None = None
+    test_timeout: float = Field(default=900, gt=0)
+    run_timeout: float = Field(default=14400, gt=0)
+    reruns: int = Field(default=2, ge=0, le=10)
+    # pytest processes side by side on each device (the tracker's answer to `-n`)
+    workers_per_device: int = Field(default=1, ge=1, le=64)
+    # the suite's own package, whose version the probe records (e.g. "liger-kernel")
+    package: str | None = None
+
+    @field_validator("args")
+    @classmethod
+    def _no_xdist(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            if arg == "-n" or arg.startswith(("-n=", "--numprocesses", "--dist")):
+                raise ValueError(
+                    "pytest-xdist options are not supported; set workers_per_device instead, so "
+                    "that a crash or hang is contained to one process"
+                )
+        return args
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, expr: str | None) -> str | None:
+        if expr is not None:
+            from apscheduler.triggers.cron import CronTrigger
+
+            try:
+                CronTrigger.from_crontab(expr)
+            except ValueError as exc:
+                raise ValueError(f"not a valid cron expression ({exc})") from None
+        return expr
+
+
+class Settings(BaseSettings):
+    """Values from the TOML file arrive as init kwargs; TRACKER_* environment variables win."""
+
+    model_config = SettingsConfigDict(env_prefix="TRACKER_", extra="forbid")
+
+    database_url: str = "sqlite:///tracker.db"
+    timezone: str = "UTC"
+    data_dir: Path = Path("tracker-data")  # reportlogs and pytest output of each run
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
+    suites: list[SuiteConfig] = Field(default_factory=list)
+    # device-fatal error signatures: a match ends the pytest process after that test
+    fatal_patterns: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
+        return env_settings, init_settings
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_tz(cls, tz: str) -> str:
+        try:
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {tz!r}") from None
+        return tz
+
+    @model_validator(mode="after")
+    def _unique_suites(self) -> Settings:
+        names = [s.name for s in self.suites]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"suite names must be unique, repeated: {', '.join(dupes)}")
+        return self
+
+    def suite(self, name: str) -> SuiteConfig:
+        """The named suite, ready to run (its path checked); ConfigError otherwise."""
+        suites = self.suites or [example_suite()]
+        for index, suite in enumerate(suites):
+            if suite.name == name:
+                if not suite.path.is_dir():
+                    key = f"suites.{index}.path" if self.suites else "example suite"
+                    raise ConfigError(f"{key}: {suite.path} is not a directory")
+                return suite
+        known = ", ".join(s.name for s in suites)
+        raise ConfigError(f"unknown suite {name!r}; configured suites: {known}")
+
+
+def example_suite() -> SuiteConfig:
+    """The bundled CPU suite that lets a fresh install show the whole flow in seconds."""
+    import sys
+
+    return SuiteConfig(
+        name="example",
+        path=EXAMPLE_SUITE_DIR,
+        python=sys.executable,
+        args=["."],
+        test_timeout=20,
+        run_timeout=300,
+        reruns=2,
+        package="kernel-stability-tracker",
+    )
+
+
+def _format_error(exc: ValidationError, source: str) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{source}: {key}: {msg}{more}"
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read the config; the file is optional unless named explicitly."""
+    explicit = path or os.environ.get("TRACKER_CONFIG")
+    file = Path(explicit) if explicit else Path(DEFAULT_CONFIG_FILE)
+    data: dict[str, Any] = {}
+    if file.is_file():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    elif explicit:
+        raise ConfigError(f"config file {file} does not exist")
+    base = file.resolve().parent
+    for suite in data.get("suites", []) if isinstance(data.get("suites"), list) else []:
+        if isinstance(suite, dict) and isinstance(suite.get("path"), str):
+            suite["path"] = str(base / Path(suite["path"]).expanduser())
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, str(file) if file.is_file() else "settings")) from None

@@ -1,0 +1,117 @@
+"""Tables. Timestamps are stored in UTC (aware datetimes); days are computed by the analysis.
+
+A `Case` is one test (one nodeid of one suite); a `Result` is its final outcome in one run; each
+`Attempt` is one execution of it in that run (number 1 in suite order, then isolated reruns).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+MESSAGE_MAX = 1_000  # one-line failure message kept per attempt
+LONGREPR_MAX = 16_000  # traceback text kept per attempt (head and tail)
+NODEID_MAX = 1_000
+
+
+def _fk(target: str, *, nullable: bool = False, index: bool = True) -> Any:
+    return Field(
+        default=None,
+        sa_column=Column(
+            Integer, ForeignKey(target, ondelete="CASCADE"), nullable=nullable, index=index
+        ),
+    )
+
+
+class Suite(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    created_at: datetime
+
+
+class Runner(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    created_at: datetime
+
+
+class Environment(SQLModel, table=True):
+    """What the suite ran on; runs with the same fingerprint count as the same input."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(unique=True, max_length=64)
+    device_kind: str = Field(max_length=16)
+    device_model: str | None = None
+    device_count: int = 0
+    driver: str | None = None
+    cann: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    torch_npu: str | None = None
+    triton: str | None = None
+    suite_package: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Run(SQLModel, table=True):
+    __table_args__ = (Index("ix_run_suite_runner_started", "suite_id", "runner_id", "started_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite_id: int = _fk("suite.id", index=False)
+    runner_id: int = _fk("runner.id")
+    environment_id: int | None = Field(
+        default=None, sa_column=Column(Integer, ForeignKey("environment.id"), nullable=True)
+    )
+    status: str = Field(max_length=16, index=True)
+    source: str = Field(max_length=16)  # "runner" (our own execution) or "ingest"
+    commit: str | None = Field(default=None, max_length=100)
+    ref: str | None = Field(default=None, max_length=200)
+    started_at: datetime
+    finished_at: datetime | None = None
+    expected: int = 0  # tests collected
+    counts: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    message: str | None = None  # why the run is infra_error / timed_out / interrupted
+    artifacts: str | None = None  # folder with the run's reportlogs and pytest output
+
+
+class Case(SQLModel, table=True):
+    __tablename__ = "test_case"
+    __table_args__ = (UniqueConstraint("suite_id", "nodeid"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite_id: int = _fk("suite.id", index=False)
+    nodeid: str = Field(max_length=NODEID_MAX + 20)
+    file: str
+    kernel: str = Field(index=True)
+
+
+class Result(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "test_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = _fk("run.id", index=False)
+    test_id: int = _fk("test_case.id")
+    outcome: str = Field(max_length=16)
+    duration: float = 0.0  # of the first attempt: reruns are extra, not the test's cost
+    attempts: int = 1
+
+
+class Attempt(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "test_id", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = _fk("run.id", index=False)
+    test_id: int = _fk("test_case.id")
+    number: int  # 1: in suite order; 2..: reruns
+    outcome: str = Field(max_length=16)
+    duration: float = 0.0
+    isolated: bool = False  # ran alone in a fresh process
+    process: int | None = None  # which pytest process of the run (order-dependence evidence)
+    position: int | None = None  # its place in that process
+    worker: str | None = Field(default=None, max_length=50)
+    started_at: datetime | None = None
+    message: str | None = None
+    longrepr: str | None = None

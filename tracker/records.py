@@ -1,0 +1,149 @@
+"""The normalized record stream that both the runner and the ingesters produce, and the words of
+DESIGN.md (attempt outcome, final outcome, run status) computed from it in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+from tracker.models import LONGREPR_MAX, MESSAGE_MAX, NODEID_MAX
+
+# attempt outcomes
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED = (
+    "xfailed",
+    "xpassed",
+    "crashed",
+    "timeout",
+    "interrupted",
+)
+# final-only outcomes
+FLAKY, NOT_RUN = "flaky", "not_run"
+ATTEMPT_OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED)
+FINAL_OUTCOMES = (*ATTEMPT_OUTCOMES, FLAKY, NOT_RUN)
+# a first attempt with one of these is rerun alone and makes a run fail unless the rerun passes
+FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
+OK = frozenset({PASSED, SKIPPED, XFAILED, XPASSED})
+
+# run statuses
+RUN_PASSED, RUN_FLAKY, RUN_FAILED = "passed", "flaky", "failed"
+RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED, RUN_RUNNING = (
+    "infra_error",
+    "timed_out",
+    "interrupted",
+    "running",
+)
+RUN_STATUSES = (
+    RUN_PASSED,
+    RUN_FLAKY,
+    RUN_FAILED,
+    RUN_INFRA,
+    RUN_TIMED_OUT,
+    RUN_INTERRUPTED,
+    RUN_RUNNING,
+)
+
+
+def bound(text: str | None, limit: int) -> str | None:
+    """Keep head and tail of long text: the exception is at the end, the context at the start."""
+    if text is None or len(text) <= limit:
+        return text
+    half = (limit - 40) // 2
+    return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut] …\n{text[-half:]}"
+
+
+def bound_nodeid(nodeid: str) -> str:
+    """Keep ids unique while bounded: a cut id carries a hash of the whole."""
+    if len(nodeid) <= NODEID_MAX:
+        return nodeid
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{nodeid[:NODEID_MAX]}…{digest}"
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def kernel_of(nodeid: str) -> str:
+    """`test/transformers/test_rms_norm.py::x` -> `rms_norm`: the file's stem sans test_."""
+    stem = PurePosixPath(file_of(nodeid)).stem
+    return stem.removeprefix("test_").removesuffix("_test") or stem
+
+
+@dataclass
+class AttemptRecord:
+    nodeid: str
+    outcome: str
+    duration: float = 0.0
+    message: str | None = None
+    longrepr: str | None = None
+    started_at: datetime | None = None
+    isolated: bool = False
+    process: int | None = None
+    position: int | None = None
+    worker: str | None = None
+
+    def __post_init__(self) -> None:
+        self.nodeid = bound_nodeid(self.nodeid)
+        self.message = bound(self.message, MESSAGE_MAX)
+        self.longrepr = bound(self.longrepr, LONGREPR_MAX)
+
+
+@dataclass
+class RunRecord:
+    """One run of a suite, as the runner or an ingested file saw it."""
+
+    suite: str
+    runner: str
+    source: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    commit: str | None = None
+    ref: str | None = None
+    collected: list[str] = field(default_factory=list)  # the expected tests, in suite order
+    attempts: list[AttemptRecord] = field(default_factory=list)  # in the order they happened
+    status: str | None = None  # forced status (infra_error, timed_out, interrupted), else derived
+    message: str | None = None
+    environment: dict[str, Any] | None = None
+    artifacts: str | None = None
+
+    def by_test(self) -> dict[str, list[AttemptRecord]]:
+        """Attempts grouped per test, every collected test present, in suite order."""
+        grouped: dict[str, list[AttemptRecord]] = {bound_nodeid(n): [] for n in self.collected}
+        for attempt in self.attempts:
+            grouped.setdefault(attempt.nodeid, []).append(attempt)
+        return grouped
+
+
+def final_outcome(attempts: list[AttemptRecord]) -> str:
+    """The first attempt decides, except that a failure that later passed is flaky."""
+    if not attempts:
+        return NOT_RUN
+    first = attempts[0].outcome
+    if first in FAILING and any(a.outcome == PASSED for a in attempts[1:]):
+        return FLAKY
+    return first
+
+
+def summarize(record: RunRecord) -> tuple[dict[str, str], str, Counter[str]]:
+    """Final outcome per test, the run's status and the counts of final outcomes."""
+    finals = {nodeid: final_outcome(atts) for nodeid, atts in record.by_test().items()}
+    counts = Counter(finals.values())
+    if record.status:
+        status = record.status
+    elif not finals:
+        status = RUN_INFRA
+    elif any(counts[o] for o in (*FAILING, NOT_RUN)):
+        status = RUN_FAILED
+    elif counts[INTERRUPTED]:
+        status = RUN_INTERRUPTED
+    elif counts[FLAKY]:
+        status = RUN_FLAKY
+    else:
+        status = RUN_PASSED
+    return finals, status, counts

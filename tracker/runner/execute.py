@@ -1,0 +1,263 @@
+"""One run of a suite: probe, checkout, collect, run in contained pytest processes (several side
+by side when there are several devices or workers), rerun each failure alone, and hand back a
+RunRecord for the store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from tracker.config import Settings, SuiteConfig
+from tracker.ingest.reportlog import parse_reportlog
+from tracker.records import (
+    FAILING,
+    PASSED,
+    RUN_INFRA,
+    RUN_TIMED_OUT,
+    AttemptRecord,
+    RunRecord,
+    file_of,
+)
+from tracker.runner.checkout import CheckoutError, checkout
+from tracker.runner.probe import probe
+from tracker.runner.process import Job, output_tail, pytest_env, run_process
+from tracker.signatures import fatal_regex
+
+VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
+
+
+class Reporter:
+    """What the runner tells the person watching; the CLI plugs a Rich progress bar in here."""
+
+    def collected(self, total: int) -> None: ...
+    def attempt(self, attempt: AttemptRecord, rerun: bool) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+@dataclass
+class Slot:
+    """A place where one pytest process runs at a time: a device (or the CPU) and a name."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
+    var = VISIBLE_DEVICES.get(kind)
+    if not var or not devices:
+        return [Slot(f"w{i}") for i in range(per_device)]
+    return [Slot(f"d{dev}w{i}", {var: str(dev)}) for dev in devices for i in range(per_device)]
+
+
+def shard(nodeids: list[str], n: int) -> list[list[str]]:
+    """Whole files to each shard, biggest first onto the lightest shard; suite order within."""
+    files: dict[str, list[str]] = defaultdict(list)
+    for nodeid in nodeids:
+        files[file_of(nodeid)].append(nodeid)
+    shards: list[list[str]] = [[] for _ in range(n)]
+    for tests in sorted(files.values(), key=len, reverse=True):
+        min(shards, key=len).extend(tests)
+    order = {nodeid: i for i, nodeid in enumerate(nodeids)}
+    return [sorted(s, key=order.__getitem__) for s in shards if s]
+
+
+def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecord], str | None]:
+    """The expected tests in suite order, collection errors as attempts, or why it failed."""
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    events, report, output = (
+        job.workdir / n for n in ("collect.events.jsonl", "collect.reportlog.jsonl", "collect.out")
+    )
+    cmd = [
+        job.python,
+        "-m",
+        "pytest",
+        "-p",
+        "tracker_plugin",
+        "--collect-only",
+        "-q",
+        f"--report-log={report}",
+        *job.args,
+        *itertools.chain(*(("--deselect", d) for d in deselect)),
+    ]
+    timeout = max(1.0, min(1800.0, job.deadline - time.monotonic()))
+    with output.open("wb") as out:
+        try:
+            subprocess.run(
+                cmd,
+                cwd=job.cwd,
+                env=pytest_env(job, TRACKER_EVENTS=str(events)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return [], [], f"collection did not finish within {timeout:.0f} s"
+    nodeids: list[str] | None = None
+    if events.exists():
+        for line in events.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event["e"] == "collected":
+                nodeids = event["nodeids"]
+    errors = (
+        parse_reportlog(report.read_text("utf-8", "replace")).attempts if report.exists() else []
+    )
+    if nodeids is None:
+        return [], errors, f"collection failed: {output_tail(output, 2000).strip()}"
+    if not nodeids and not errors:
+        return [], [], "collection found no tests"
+    return nodeids, errors, None
+
+
+class _Execution:
+    """The shared state of one run's processes: numbering, reporting, the timeout flag."""
+
+    def __init__(self, job: Job, reporter: Reporter) -> None:
+        self.job, self.reporter = job, reporter
+        self.lock = threading.Lock()
+        self.process_numbers = itertools.count()
+        self.timed_out = False
+        self.notes: list[str] = []
+
+    def queue(self, slot: Slot, nodeids: list[str], rerun: bool) -> list[AttemptRecord]:
+        """Fresh processes until every test of the list has an attempt or no progress is made."""
+        job = replace(self.job, env={**self.job.env, **slot.env})
+        attempts: list[AttemptRecord] = []
+        remaining = nodeids
+        while remaining and not self.timed_out:
+            with self.lock:
+                number = next(self.process_numbers)
+            result = run_process(
+                job, remaining, f"p{number}", on_attempt=lambda a: self.reporter.attempt(a, rerun)
+            )
+            for attempt in result.attempts:
+                attempt.process, attempt.isolated, attempt.worker = number, rerun, slot.name
+            attempts.extend(result.attempts)
+            if result.note:
+                with self.lock:
+                    self.notes.append(f"{slot.name}/p{number}: {result.note}")
+                self.reporter.note(result.note)
+            if result.run_timed_out:
+                self.timed_out = True
+            if not result.attempts:
+                break
+            remaining = result.remaining
+        return attempts
+
+    def in_parallel(
+        self, slots: list[Slot], work: Iterable[list[str]], rerun: bool
+    ) -> list[AttemptRecord]:
+        """Each slot takes the next piece of work until none is left."""
+        pending = list(work)
+        collected: list[AttemptRecord] = []
+
+        def worker(slot: Slot) -> None:
+            while not self.timed_out:
+                with self.lock:
+                    if not pending:
+                        return
+                    piece = pending.pop(0)
+                got = self.queue(slot, piece, rerun)
+                with self.lock:
+                    collected.extend(got)
+
+        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return collected
+
+
+def execute(
+    settings: Settings,
+    suite: SuiteConfig,
+    reporter: Reporter | None = None,
+    on_start: Callable[[RunRecord], None] = lambda r: None,
+) -> RunRecord:
+    """Run the suite once; `on_start` sees the record before tests run (to store it as running)."""
+    reporter = reporter or Reporter()
+    t0 = time.monotonic()
+    started = datetime.now(UTC)
+    workdir = (
+        settings.data_dir / "runs" / suite.name / started.strftime("%Y%m%dT%H%M%S.%fZ")
+    ).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(
+        suite=suite.name,
+        runner=settings.runner.name,
+        source="runner",
+        started_at=started,
+        ref=suite.ref,
+        artifacts=str(workdir),
+    )
+
+    def finish(status: str | None = None, message: str | None = None) -> RunRecord:
+        record.status, record.message = status, message
+        record.finished_at = datetime.now(UTC)
+        return record
+
+    found = probe(suite, settings.runner)
+    record.environment = found.env
+    if found.problem:
+        on_start(record)
+        return finish(RUN_INFRA, found.problem)
+    try:
+        record.commit = checkout(suite.path, suite.ref)
+    except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
+        on_start(record)
+        return finish(RUN_INFRA, f"checkout failed: {exc}")
+    on_start(record)
+
+    job = Job(
+        python=suite.python,
+        cwd=suite.path,
+        args=list(suite.args),
+        env=dict(suite.env),
+        workdir=workdir,
+        test_timeout=suite.test_timeout,
+        deadline=t0 + suite.run_timeout,
+        fatal_regex=fatal_regex(settings.fatal_patterns),
+        use_pytest_timeout=bool(found.env.get("pytest_timeout")),
+    )
+    nodeids, collect_errors, problem = collect(job, suite.deselect)
+    record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
+    record.attempts.extend(collect_errors)
+    if problem:
+        return finish(RUN_INFRA, problem)
+    reporter.collected(len(record.collected))
+
+    slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
+    execution = _Execution(job, reporter)
+    record.attempts.extend(execution.in_parallel(slots, shard(nodeids, len(slots)), rerun=False))
+
+    runnable = set(nodeids)  # collection errors are not rerun: there is no test to run
+    for _ in range(suite.reruns):
+        retry = [
+            n
+            for n, atts in record.by_test().items()
+            if n in runnable
+            and atts
+            and atts[0].outcome in FAILING
+            and all(a.outcome != PASSED for a in atts)
+        ]
+        if not retry or execution.timed_out:
+            break
+        record.attempts.extend(execution.in_parallel(slots, ([n] for n in retry), rerun=True))
+
+    notes = "; ".join(execution.notes)[:4000] or None
+    if execution.timed_out:
+        return finish(
+            RUN_TIMED_OUT,
+            f"run_timeout of {suite.run_timeout:g} s reached" + (f"; {notes}" if notes else ""),
+        )
+    return finish(None, notes)

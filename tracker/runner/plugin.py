@@ -1,0 +1,106 @@
+"""pytest plugin loaded inside the suite's own interpreter (copied next to the run's files and
+loaded with `-p tracker_plugin`), so it imports nothing from the tracker and only the standard
+library. It is steered by environment variables:
+
+TRACKER_EVENTS   JSON-lines file: `start` of every test (so the supervisor knows which test a
+                 dead or hung process was in), `fatal` when a device-fatal error was seen,
+                 `collected` (the ordered test ids) in collect-only mode.
+TRACKER_SELECT   file with the test ids to run, one per line, in this order; files holding none of
+                 them are not even imported.
+TRACKER_FATAL    regular expression of device-fatal errors: the first failure that matches ends the
+                 session after that test, so one poisoned device context cannot fail the rest.
+
+Results themselves are streamed by pytest-reportlog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+_events = None
+_fatal_re = re.compile(os.environ["TRACKER_FATAL"]) if os.environ.get("TRACKER_FATAL") else None
+_selected: list[str] | None = None
+_selected_files: set[str] = set()
+
+
+def _emit(**data) -> None:
+    if _events is not None:
+        _events.write(json.dumps(data) + "\n")
+        _events.flush()
+
+
+def pytest_configure(config) -> None:
+    global _events, _selected
+    path = os.environ.get("TRACKER_EVENTS")
+    if path and not hasattr(config, "workerinput"):
+        _events = open(path, "a", encoding="utf-8")  # noqa: SIM115  (closed at unconfigure)
+    select = os.environ.get("TRACKER_SELECT")
+    if select:
+        with open(select, encoding="utf-8") as fh:
+            _selected = [line.rstrip("\n") for line in fh if line.strip()]
+        _selected_files.update(n.split("::", 1)[0] for n in _selected)
+
+
+def pytest_unconfigure(config) -> None:
+    global _events
+    if _events is not None:
+        _events.close()
+        _events = None
+
+
+def pytest_ignore_collect(collection_path, config):
+    if _selected is None or not collection_path.is_file() or collection_path.suffix != ".py":
+        return None
+    if collection_path.name == "conftest.py":
+        return None
+    try:
+        rel = collection_path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return None
+    return True if rel not in _selected_files else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items) -> None:
+    if _selected is None:
+        return
+    order = {nodeid: i for i, nodeid in enumerate(_selected)}
+    keep = sorted((it for it in items if it.nodeid in order), key=lambda it: order[it.nodeid])
+    dropped = [it for it in items if it.nodeid not in order]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+def pytest_collection_finish(session) -> None:
+    if session.config.option.collectonly:
+        _emit(e="collected", nodeids=[item.nodeid for item in session.items])
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _emit(e="start", nodeid=nodeid, t=time.time(), pid=os.getpid())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if _fatal_re is None or not report.failed or getattr(item, "_tracker_fatal", False):
+        return
+    match = _fatal_re.search(str(report.longrepr))
+    if match:
+        item._tracker_fatal = True
+        _emit(e="fatal", nodeid=item.nodeid, signature=match.group(0)[:200])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    yield
+    # Stop only after the test's teardown, so its own reports are complete.
+    if getattr(item, "_tracker_fatal", False):
+        item.session.shouldstop = "device-fatal error: the tracker reruns the rest in a new process"

@@ -1,0 +1,228 @@
+"""One pytest process over a list of tests, watched from outside: results stream in through
+pytest-reportlog and our plugin's start events, so the supervisor always knows which test is
+running. A process that dies blames that test (`crashed`); one that hangs past the per-test limit
+is killed and the test is `timeout`; a device-fatal error makes the plugin end the session early.
+Whatever did not run is handed back for the next process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracker.ingest.reportlog import ReportLogParser
+from tracker.records import CRASHED, TIMEOUT, AttemptRecord
+
+PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
+POLL_S = 0.1
+OUTPUT_TAIL = 8_000
+
+
+def watchdog_limit(test_timeout: float) -> float:
+    """pytest-timeout fires at test_timeout inside the process; the kill from outside comes later,
+    for hangs no signal can interrupt (a kernel stuck in the driver)."""
+    return test_timeout + max(5.0, 0.1 * test_timeout)
+
+
+@dataclass
+class Job:
+    """What one pytest process needs; `workdir` holds its select, reportlog, events and output."""
+
+    python: str
+    cwd: Path
+    args: list[str]
+    env: dict[str, str]
+    workdir: Path
+    test_timeout: float
+    deadline: float  # time.monotonic() at which the run's time is up
+    fatal_regex: str = ""
+    use_pytest_timeout: bool = False
+
+
+@dataclass
+class ProcessResult:
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)
+    note: str | None = None  # why the process ended without running what it was given
+    run_timed_out: bool = False
+
+
+class _Tail:
+    """Complete lines appended to a file since the last read (a half-written line waits)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def lines(self) -> list[str]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        *done, self.partial = (self.partial + chunk).split(b"\n")
+        return [line.decode("utf-8", "replace") for line in done]
+
+
+def plugin_dir(workdir: Path) -> Path:
+    """The plugin travels as a copy, so the suite's interpreter imports nothing of the tracker."""
+    target = workdir / "plugin"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PLUGIN_SOURCE, target / "tracker_plugin.py")
+    return target
+
+
+def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
+    env = {**os.environ, **job.env}
+    path = str(plugin_dir(job.workdir))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
+    env["TRACKER_FATAL"] = job.fatal_regex
+    env.update(tracker_vars)
+    return env
+
+
+def output_tail(path: Path, limit: int = OUTPUT_TAIL) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def run_process(
+    job: Job,
+    nodeids: list[str],
+    name: str,
+    on_attempt: Callable[[AttemptRecord], None] = lambda a: None,
+) -> ProcessResult:
+    """Run `nodeids` (in this order) in one fresh pytest process; return what happened to each."""
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    select, report, events, output = (
+        job.workdir / f"{name}.{ext}"
+        for ext in ("select", "reportlog.jsonl", "events.jsonl", "out")
+    )
+    select.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
+    cmd = [
+        job.python,
+        "-m",
+        "pytest",
+        "-p",
+        "tracker_plugin",
+        f"--report-log={report}",
+        "--continue-on-collection-errors",
+        *job.args,
+    ]
+    if job.use_pytest_timeout:
+        cmd.append(f"--timeout={job.test_timeout:g}")
+    env = pytest_env(job, TRACKER_SELECT=str(select), TRACKER_EVENTS=str(events))
+    with output.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=job.cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    parser = ReportLogParser()
+    report_tail, event_tail = _Tail(report), _Tail(events)
+    current: tuple[str, float] | None = None  # the test running now, and since when
+    positions: dict[str, int] = {}
+    fatal: str | None = None
+    killed: str | None = None
+    done: list[AttemptRecord] = []
+
+    def drain() -> None:
+        nonlocal current, fatal
+        for line in event_tail.lines():
+            event = json.loads(line)
+            if event["e"] == "start":
+                current = (event["nodeid"], time.monotonic())
+                positions.setdefault(event["nodeid"], len(positions))
+            elif event["e"] == "fatal":
+                fatal = f"{event['signature']} in {event['nodeid']}"
+        for line in report_tail.lines():
+            attempt = parser.feed_line(line)
+            if attempt is not None:
+                done.append(attempt)
+                if current and current[0] == attempt.nodeid:
+                    current = None
+
+    while True:
+        code = proc.poll()
+        drain()
+        if code is not None:
+            break
+        now = time.monotonic()
+        if current and now - current[1] > watchdog_limit(job.test_timeout):
+            killed = TIMEOUT
+        elif now > job.deadline:
+            killed = "run_timeout"
+        if killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+            drain()
+            break
+        time.sleep(POLL_S)
+
+    result = ProcessResult()
+    blamed = current[0] if current else None
+    if blamed:
+        tail = output_tail(output)
+        if killed == TIMEOUT:
+            outcome, why = (
+                TIMEOUT,
+                f"no result after {watchdog_limit(job.test_timeout):g} s: killed",
+            )
+        elif killed == "run_timeout":
+            outcome, why = TIMEOUT, "the run's time limit was reached during this test"
+        else:
+            outcome, why = CRASHED, f"the test process died ({_exit_text(code)})"
+        if blamed not in parser.open_tests():
+            parser.feed(
+                {
+                    "$report_type": "TestReport",
+                    "nodeid": blamed,
+                    "when": "setup",
+                    "outcome": "passed",
+                    "duration": 0.0,
+                }
+            )
+        parser.close_open(outcome, why)
+        parser.attempts[-1].longrepr = f"{why}\n----- last output of the process -----\n{tail}"
+        done.append(parser.attempts[-1])
+    for attempt in done:
+        attempt.position = positions.get(attempt.nodeid)
+        attempt.worker = name
+        on_attempt(attempt)
+    finished = {a.nodeid for a in done}
+    result.attempts = done
+    result.remaining = [n for n in nodeids if n not in finished]
+    result.run_timed_out = killed == "run_timeout"
+    if result.remaining and not done:
+        result.note = (
+            f"pytest ended ({_exit_text(code)}) before running any test: "
+            f"{output_tail(output, 1500).strip()[-1500:]}"
+        )
+    elif fatal:
+        result.note = f"device-fatal error ({fatal}): the rest runs in a new process"
+    return result
