@@ -108,11 +108,7 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
                 for n in finals
             ],
         )
-    ids = dict(
-        session.execute(select(Case.nodeid, Case.id).where(Case.suite_id == suite_id))
-        .tuples()
-        .all()
-    )
+    ids = dict(session.execute(select(Case.nodeid, Case.id).where(Case.suite_id == suite_id)).all())
     grouped = record.by_test()
     result_rows, attempt_rows = [], []
     for nodeid, outcome in finals.items():

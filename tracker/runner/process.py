@@ -28,7 +28,7 @@ OUTPUT_TAIL = 8_000
 def watchdog_limit(test_timeout: float) -> float:
     """pytest-timeout fires at test_timeout inside the process; the kill from outside comes later,
     for hangs no signal can interrupt (a kernel stuck in the driver)."""
-    return test_timeout + max(5.0, 0.1 * test_timeout)
+    return test_timeout + max(2.0, 0.1 * test_timeout)
 
 
 @dataclass
@@ -223,6 +223,6 @@ def run_process(
             f"pytest ended ({_exit_text(code)}) before running any test: "
             f"{output_tail(output, 1500).strip()[-1500:]}"
         )
-    elif fatal:
+    elif fatal and result.remaining:
         result.note = f"device-fatal error ({fatal}): the rest runs in a new process"
     return result

@@ -1,0 +1,133 @@
+"""The runner against a fixture suite that behaves like a real NPU/GPU runner: every test runs
+real pytest subprocesses, and checks the exact final outcome and attempt list of each test."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import outcomes
+
+OUTCOMES = {
+    "test_outcomes.py::test_pass": ("passed", ["passed"]),
+    "test_outcomes.py::test_fail": ("failed", ["failed", "failed"]),
+    "test_outcomes.py::test_fixture_error": ("error", ["error", "error"]),
+    "test_outcomes.py::test_skip": ("skipped", ["skipped"]),
+    "test_outcomes.py::test_xfail": ("xfailed", ["xfailed"]),
+    "test_outcomes.py::test_xpass": ("xpassed", ["xpassed"]),
+}
+FLAKY = {"test_flaky.py::test_fails_first_time": ("flaky", ["failed", "passed"])}
+ORDER = {
+    "test_order.py::test_a_leaves_state_behind": ("passed", ["passed"]),
+    "test_order.py::test_b_needs_clean_state": ("flaky", ["failed", "passed"]),
+}
+ABORT = {
+    "test_abort.py::test_before_abort": ("passed", ["passed"]),
+    "test_abort.py::test_abort": ("crashed", ["crashed", "crashed"]),
+    "test_abort.py::test_after_abort": ("passed", ["passed"]),
+    "test_abort.py::test_after_abort_too": ("passed", ["passed"]),
+}
+HANG = {
+    "test_hang.py::test_hang": ("timeout", ["timeout", "timeout"]),
+    "test_hang.py::test_hard_hang": ("timeout", ["timeout", "timeout"]),
+    "test_hang.py::test_after_hang": ("passed", ["passed"]),
+}
+POISON = {
+    "test_poison.py::test_poisons_device": ("failed", ["failed", "failed"]),
+    **{f"test_poison.py::test_after_poison[{i}]": ("passed", ["passed"]) for i in range(5)},
+}
+IDS = {
+    f"test_ids.py::test_hostile_id[{name}]": ("passed", ["passed"])
+    for name in (
+        '<script>alert("x")</script>',
+        'it\'s "quoted" & <b>bold</b>',
+        "\\xf1and\\xfa-\\u4e2d\\u6587-\\U0001f680",  # pytest escapes non-ASCII ids
+    )
+}
+OUTPUT = {
+    "test_output.py::test_prints_megabytes": ("passed", ["passed"]),
+    "test_output.py::test_fails_with_huge_message": ("failed", ["failed", "failed"]),
+}
+BEHAVIOURS = {
+    "test_outcomes.py": (OUTCOMES, "failed"),
+    "test_flaky.py": (FLAKY, "flaky"),
+    "test_order.py": (ORDER, "flaky"),
+    "test_abort.py": (ABORT, "failed"),
+    "test_hang.py": (HANG, "failed"),
+    "test_poison.py": (POISON, "failed"),
+    "test_ids.py": (IDS, "passed"),
+    "test_output.py": (OUTPUT, "failed"),
+}
+
+
+@pytest.mark.parametrize("file", list(BEHAVIOURS))
+def test_each_behaviour_alone(run_suite, file):
+    expected, status = BEHAVIOURS[file]
+    detail = run_suite(file)
+    assert outcomes(detail) == expected
+    assert detail["run"]["status"] == status
+    assert detail["run"]["expected"] == len(expected)
+
+
+def test_all_behaviours_together(run_suite):
+    detail = run_suite()
+    expected = {k: v for table, _ in BEHAVIOURS.values() for k, v in table.items()}
+    assert outcomes(detail) == expected
+    run = detail["run"]
+    assert run["status"] == "failed"
+    assert run["expected"] == len(expected) == sum(run["counts"].values())
+    assert run["environment"]["device_kind"] == "cpu"
+    assert run["commit"].startswith("content:")
+
+
+def test_crash_and_timeout_keep_evidence(run_suite):
+    detail = run_suite("test_abort.py", "test_hang.py", reruns=0)
+    by_id = {r["nodeid"]: r for r in detail["results"]}
+    crash = by_id["test_abort.py::test_abort"]["attempts"][0]
+    assert crash["message"] == "the test process died (signal SIGABRT)"
+    hard = by_id["test_hang.py::test_hard_hang"]["attempts"][0]
+    assert hard["message"].startswith("no result after")
+    soft = by_id["test_hang.py::test_hang"]["attempts"][0]
+    assert "Timeout" in soft["message"]
+
+
+def test_poisoned_process_is_restarted_not_cascaded(run_suite):
+    detail = run_suite("test_poison.py", reruns=0)
+    assert "device-fatal error" in detail["run"]["message"]
+    workers = {r["nodeid"]: r["attempts"][0]["worker"] for r in detail["results"]}
+    assert len(set(workers.values())) == 1  # same slot, fresh process
+
+
+def test_messages_and_tracebacks_are_bounded(run_suite):
+    detail = run_suite("test_output.py", reruns=0)
+    failing = next(r for r in detail["results"] if r["outcome"] == "failed")
+    assert len(failing["attempts"][0]["message"]) <= 1000
+
+
+def test_run_timeout_keeps_what_finished(run_suite):
+    detail = run_suite("test_hang.py", "test_outcomes.py", run_timeout=2.5, reruns=0)
+    assert detail["run"]["status"] == "timed_out"
+    got = outcomes(detail)
+    assert got["test_hang.py::test_hang"] == ("timeout", ["timeout"])
+    assert got["test_hang.py::test_hard_hang"][0] == "timeout"
+    assert got["test_outcomes.py::test_pass"] == ("not_run", [])
+    assert detail["run"]["expected"] == 9
+
+
+def test_two_workers_share_the_suite(run_suite):
+    detail = run_suite("test_outcomes.py", "test_ids.py", "test_order.py", workers_per_device=2)
+    workers = {a["worker"] for r in detail["results"] for a in r["attempts"]}
+    assert workers == {"w0", "w1"}
+    assert outcomes(detail)["test_order.py::test_b_needs_clean_state"][0] == "flaky"
+
+
+def test_collection_error_is_recorded(run_suite):
+    detail = run_suite(suite="broken_collection")
+    got = outcomes(detail)
+    assert got["test_syntax_error.py"][0] == "error"
+    assert got["test_fine.py::test_ok"] == ("passed", ["passed"])
+    assert detail["run"]["status"] == "failed"
+
+
+def test_nothing_collected_is_an_infra_error(run_suite):
+    detail = run_suite("-k", "no_such_test_name")
+    assert detail["run"]["status"] == "infra_error"
+    assert "no tests" in detail["run"]["message"]
