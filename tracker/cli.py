@@ -35,7 +35,7 @@ app = typer.Typer(
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -249,3 +249,7 @@ def db_upgrade() -> None:
         raise fail(str(exc)) from None
     get_engine(url)
     out.print(f"database at the newest schema: {url}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,170 @@
+"""The `tracker` command as a user runs it: a real process, a real SQLite file, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA, SUITES
+
+TRACKER = [sys.executable, "-m", "tracker.cli"]
+
+
+def tracker(tmp_path: Path, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    if config is not None:
+        (tmp_path / "tracker.toml").write_text(config)
+    return subprocess.run(
+        [*TRACKER, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_run_example_json(tmp_path):
+    proc = tracker(tmp_path, "run", "example", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    run = out["run"]
+    assert set(run) >= {"id", "status", "suite", "runner", "commit", "started_at", "counts"}
+    assert run["suite"] == "example" and run["status"] == "flaky"
+    assert run["counts"] == {"flaky": 1, "passed": 22, "skipped": 1, "xfailed": 1}
+    result = next(r for r in out["results"] if r["outcome"] == "flaky")
+    assert result["kernel"] == "cross_entropy"
+    assert [a["outcome"] for a in result["attempts"]] == ["failed", "passed"]
+    assert set(result["attempts"][0]) >= {"outcome", "duration", "message"}
+    assert (tmp_path / "cli.db").exists()
+    assert Path(run["artifacts"], "p0.reportlog.jsonl").exists()
+
+
+def test_ingest_runs_show(tmp_path):
+    proc = tracker(
+        tmp_path,
+        "ingest",
+        str(DATA / "reportlog_complete.jsonl"),
+        "--suite",
+        "transformers",
+        "--runner",
+        "gha-910b",
+        "--commit",
+        "abc123",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)["run"]
+    assert (run["suite"], run["runner"], run["commit"], run["source"]) == (
+        "transformers",
+        "gha-910b",
+        "abc123",
+        "ingest",
+    )
+    listed = json.loads(tracker(tmp_path, "runs", "--suite", "transformers", "--json").stdout)
+    assert [r["id"] for r in listed["runs"]] == [run["id"]]
+    shown = tracker(tmp_path, "show", "last")
+    assert shown.returncode == 0 and "test_poisons_device" in shown.stdout
+
+
+def test_bad_upload_stores_nothing(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<testsuite><testcase name='x'>")
+    proc = tracker(tmp_path, "ingest", str(bad), "--suite", "s", "--runner", "r")
+    assert proc.returncode == 2
+    assert "not well-formed XML" in proc.stderr
+    assert json.loads(tracker(tmp_path, "runs", "--json").stdout) == {"runs": []}
+
+
+def test_started_at_needs_an_offset(tmp_path):
+    proc = tracker(
+        tmp_path,
+        "ingest",
+        str(DATA / "junit_pytest.xml"),
+        "--suite",
+        "s",
+        "--runner",
+        "r",
+        "--started-at",
+        "2026-11-29T22:00:00",
+    )
+    assert proc.returncode == 2 and "time zone offset" in proc.stderr
+    proc = tracker(
+        tmp_path,
+        "ingest",
+        str(DATA / "junit_pytest.xml"),
+        "--suite",
+        "s",
+        "--runner",
+        "r",
+        "--started-at",
+        "2026-11-29T22:00:00+08:00",
+        "--json",
+    )
+    assert json.loads(proc.stdout)["run"]["started_at"] == "2026-11-29T14:00:00Z"
+
+
+SUITE = f"""
+[runner]
+name = "ci"
+device = "cpu"
+[[suites]]
+name = "realities"
+path = "{SUITES / "realities"}"
+python = "{sys.executable}"
+args = ["test_ids.py"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "args", "message"),
+    [
+        (SUITE + "colour = 'red'\n", ["runs"], "suites.0.colour: unknown key"),
+        ("bogus = 1\n", ["runs"], "bogus: unknown key"),
+        (SUITE + "schedule = '61 * * * *'\n", ["runs"], "suites.0.schedule: not a valid cron"),
+        (
+            SUITE.replace('["test_ids.py"]', '["-n", "8"]'),
+            ["runs"],
+            "suites.0.args: pytest-xdist options",
+        ),
+        ('timezone = "Mars/Olympus"\n', ["runs"], "timezone: unknown time zone"),
+        (
+            SUITE.replace("realities'", "nowhere'").replace(
+                str(SUITES / "realities"), "/no/such/dir"
+            ),
+            ["run", "realities"],
+            "suites.0.path: /no/such/dir is not a directory",
+        ),
+        (SUITE, ["run", "other"], "unknown suite 'other'; configured suites: realities"),
+        ("[runner\n", ["runs"], "not valid TOML"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path, config, args, message):
+    proc = tracker(tmp_path, *args, config=config)
+    assert proc.returncode == 2, proc.stdout
+    assert message in proc.stderr
+
+
+def test_run_a_configured_suite(tmp_path):
+    proc = tracker(tmp_path, "run", "realities", config=SUITE)
+    assert proc.returncode == 0, proc.stderr
+    assert "passed 3" in proc.stdout
+
+
+def test_missing_device_is_an_infra_error(tmp_path):
+    proc = tracker(
+        tmp_path,
+        "run",
+        "realities",
+        "--json",
+        config=SUITE.replace('device = "cpu"', 'device = "npu"'),
+    )
+    assert proc.returncode == 4, proc.stderr
+    run = json.loads(proc.stdout)["run"]
+    assert run["status"] == "infra_error"
+    assert "npu-smi" in run["message"]
+
+
+def test_db_upgrade(tmp_path):
+    proc = tracker(tmp_path, "db", "upgrade")
+    assert proc.returncode == 0 and "newest schema" in proc.stdout

@@ -1,0 +1,195 @@
+"""Ingest of recorded reportlog and JUnit files, including cut-off and hostile ones."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+
+from tracker.ingest import IngestError, decode, load_run, read_file
+from tracker.ingest.junit import parse_junit
+from tracker.records import summarize
+
+REPORTLOG = DATA / "reportlog_complete.jsonl"
+JUNIT = DATA / "junit_pytest.xml"
+
+# Plain pytest, no tracker: no reruns, and the poisoned process fails every later test.
+RECORDED = {
+    "test_outcomes.py::test_pass": "passed",
+    "test_outcomes.py::test_fail": "failed",
+    "test_outcomes.py::test_fixture_error": "error",
+    "test_outcomes.py::test_skip": "skipped",
+    "test_outcomes.py::test_xfail": "xfailed",
+    "test_outcomes.py::test_xpass": "xpassed",
+    'test_ids.py::test_hostile_id[<script>alert("x")</script>]': "passed",
+    'test_ids.py::test_hostile_id[it\'s "quoted" & <b>bold</b>]': "passed",
+    "test_ids.py::test_hostile_id[\\xf1and\\xfa-\\u4e2d\\u6587-\\U0001f680]": "passed",
+    "test_flaky.py::test_fails_first_time": "failed",
+    "test_poison.py::test_poisons_device": "failed",
+    **{f"test_poison.py::test_after_poison[{i}]": "failed" for i in range(5)},
+}
+
+
+def load(path: Path, **kw):
+    return load_run(path, suite="s", runner="r", **kw)
+
+
+def finals(record) -> dict[str, str]:
+    return summarize(record)[0]
+
+
+def test_reportlog_outcomes():
+    record = load(REPORTLOG)
+    assert finals(record) == RECORDED
+    assert summarize(record)[1] == "failed"
+    assert record.started_at.year == 2026 and record.started_at.tzinfo is not None
+    cascade = [a for a in record.attempts if "test_after_poison" in a.nodeid]
+    assert all("507035" in a.message for a in cascade)
+
+
+def test_gzipped_reportlog(tmp_path):
+    gz = tmp_path / "log.jsonl.gz"
+    gz.write_bytes(gzip.compress(REPORTLOG.read_bytes()))
+    assert finals(load(gz)) == RECORDED
+
+
+def test_junit_agrees_with_reportlog():
+    record = load(JUNIT)
+    # JUnit has no xpass marker: a non-strict xpass is a plain pass there
+    assert finals(record) == {**RECORDED, "test_outcomes.py::test_xpass": "passed"}
+    assert record.started_at == datetime(2026, 11, 30, 1, 28, 51, 973397, tzinfo=UTC)
+
+
+def test_log_cut_off_mid_run(tmp_path):
+    lines = REPORTLOG.read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if "test_fail" in ln and '"setup"' in ln)
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(lines[: cut + 1]) + lines[cut + 1][:40])  # and half a line
+    record = load(path)
+    assert finals(record) == {
+        "test_outcomes.py::test_pass": "passed",
+        "test_outcomes.py::test_fail": "interrupted",
+    }
+    assert summarize(record)[1] == "interrupted"
+
+
+GITHUB_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="4" timestamp="2026-11-29T22:00:00">
+<testcase classname="test.transformers.test_rms_norm" name="test_correctness[float32-4]" time="1.5"/>
+<testcase classname="test.transformers.test_mlp.TestFalcon" name="test_mlp[bf16]" time="3.0">
+  <flakyFailure message="OutOfResources: shared memory">Triton OutOfResources</flakyFailure>
+</testcase>
+<testcase classname="test.transformers.test_rope" name="test_rope" time="0.1">
+  <rerunFailure message="AssertionError: 1 != 2">trace</rerunFailure>
+  <failure message="AssertionError: 1 != 2">trace</failure>
+</testcase>
+<testcase classname="test.transformers.test_geglu" name="test_big" time="900.1">
+  <failure message="Failed: Timeout (&gt;900.0s) from pytest-timeout.">stack</failure>
+</testcase>
+<testcase classname="test.transformers.test_geglu" name="test_skip" time="0">
+  <skipped type="pytest.skip" message="no bf16"/>
+</testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_from_a_github_actions_job(tmp_path):
+    path = tmp_path / "results.xml"
+    path.write_text(GITHUB_JUNIT)
+    record = load(path)
+    by_test = {n: [a.outcome for a in atts] for n, atts in record.by_test().items()}
+    assert by_test == {
+        "test/transformers/test_rms_norm.py::test_correctness[float32-4]": ["passed"],
+        "test/transformers/test_mlp.py::TestFalcon::test_mlp[bf16]": ["failed", "passed"],
+        "test/transformers/test_rope.py::test_rope": ["failed", "failed"],
+        "test/transformers/test_geglu.py::test_big": ["timeout"],
+        "test/transformers/test_geglu.py::test_skip": ["skipped"],
+    }
+    assert finals(record)["test/transformers/test_mlp.py::TestFalcon::test_mlp[bf16]"] == "flaky"
+
+
+def test_zipped_artifact(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("results.xml", GITHUB_JUNIT)
+    path = tmp_path / "artifact.zip"
+    path.write_bytes(buf.getvalue())
+    assert len(finals(load(path))) == 5
+
+
+def test_rerun_reports_of_pytest_rerunfailures(tmp_path):
+    base = '{"$report_type": "TestReport", "nodeid": "t.py::x", "duration": 0.1, '
+    lines = [
+        base + '"when": "setup", "outcome": "passed", "longrepr": null}',
+        base + '"when": "call", "outcome": "rerun", "longrepr": "E   AssertionError: no"}',
+        base + '"when": "setup", "outcome": "passed", "longrepr": null}',
+        base + '"when": "call", "outcome": "passed", "longrepr": null}',
+        base + '"when": "teardown", "outcome": "passed", "longrepr": null}',
+        '{"$report_type": "SessionFinish", "exitstatus": 0}',
+    ]
+    path = tmp_path / "rerun.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    record = load(path)
+    assert [a.outcome for a in record.attempts] == ["failed", "passed"]
+    assert record.attempts[0].message == "AssertionError: no"
+    assert finals(record) == {"t.py::x": "flaky"}
+
+
+BOMB = """<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
+<testsuite><testcase classname="a" name="&lol3;"/></testsuite>"""
+XXE = """<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>
+<testsuite><testcase classname="a" name="&x;"/></testsuite>"""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (BOMB.encode(), "forbidden construct"),
+        (XXE.encode(), "forbidden construct"),
+        (b"<testsuite><testcase name='a'>", "not well-formed XML"),
+        (b"<html><body>502 Bad Gateway</body></html>", "root element is <html>"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 100, "binary file"),
+        (b'{"$report_type": "SessionStart"}\n\xff\xfe bad bytes\n', "not UTF-8"),
+        (b'{"not": "a report"}\n{"x": 1}\n', "not a pytest-reportlog record"),
+        (
+            b'{"$report_type": "SessionStart"}\n{broken json\n{"$report_type": "SessionFinish"}\n',
+            "line 2: not JSON",
+        ),
+        (b"hello world", "neither a pytest reportlog"),
+        (b"", "neither a pytest reportlog"),
+        (gzip.compress(REPORTLOG.read_bytes())[:200], "truncated gzip"),
+        (b'{"$report_type": "SessionStart"}\n', "holds no test results"),
+    ],
+)
+def test_bad_files_are_rejected(tmp_path, content, expected):
+    path = tmp_path / "upload.bin"
+    path.write_bytes(content)
+    with pytest.raises(IngestError, match=expected):
+        load(path)
+
+
+def test_two_gigabyte_file_is_refused_without_reading(tmp_path):
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as fh:
+        fh.truncate(2 * 1024**3)  # sparse: costs no disk
+    with pytest.raises(IngestError, match="larger than the limit"):
+        read_file(path)
+
+
+def test_gzip_bomb_is_stopped_at_the_limit():
+    bomb = gzip.compress(b"0" * (8 * 1024 * 1024))
+    with pytest.raises(IngestError, match="larger than 1 MB uncompressed"):
+        decode(bomb, "bomb.gz", limit=1024 * 1024)
+
+
+def test_junit_nodeid_without_file_attribute():
+    attempts, _ = parse_junit(
+        '<testsuite><testcase classname="tests.unit.TestA.TestB" name="test_x[1]"/></testsuite>'
+    )
+    assert attempts[0].nodeid == "tests/unit.py::TestA::TestB::test_x[1]"
