@@ -80,7 +80,7 @@ def test_log_cut_off_mid_run(tmp_path):
 
 GITHUB_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="4" timestamp="2026-11-29T22:00:00">
-<testcase classname="test.transformers.test_rms_norm" name="test_correctness[float32-4]" time="1.5"/>
+<testcase classname="test.transformers.test_rms_norm" name="test_correctness[f32-4]" time="1.5"/>
 <testcase classname="test.transformers.test_mlp.TestFalcon" name="test_mlp[bf16]" time="3.0">
   <flakyFailure message="OutOfResources: shared memory">Triton OutOfResources</flakyFailure>
 </testcase>
@@ -103,7 +103,7 @@ def test_junit_from_a_github_actions_job(tmp_path):
     record = load(path)
     by_test = {n: [a.outcome for a in atts] for n, atts in record.by_test().items()}
     assert by_test == {
-        "test/transformers/test_rms_norm.py::test_correctness[float32-4]": ["passed"],
+        "test/transformers/test_rms_norm.py::test_correctness[f32-4]": ["passed"],
         "test/transformers/test_mlp.py::TestFalcon::test_mlp[bf16]": ["failed", "passed"],
         "test/transformers/test_rope.py::test_rope": ["failed", "failed"],
         "test/transformers/test_geglu.py::test_big": ["timeout"],

@@ -64,7 +64,7 @@ def test_ten_thousand_results(settings):
 def test_a_failing_write_stores_nothing(settings):
     record = big_run(100)
     record.attempts[50].nodeid = None  # breaks in the middle of building rows
-    with session_scope(settings.database_url) as session, pytest.raises(Exception):
+    with session_scope(settings.database_url) as session, pytest.raises(AttributeError):
         store.save_run(session, record)
     with session_scope(settings.database_url) as session:
         assert session.execute(select(func.count()).select_from(Run)).scalar() == 0
