@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs Liger-Kernel 0.8.5's test/transformers through `tracker run` on a CUDA machine (the CUDA
+# path of the suite stands in for the Ascend NPU). Expects, under .device/ (git-ignored):
+#   whl/                      the tracker's wheel and its dependencies' wheels (Python 3.12)
+#   liger_kernel-0.8.5/       the unpacked source archive (src/ and test/ are enough)
+# Environment: FILES (default test/transformers), RUN_TIMEOUT (s), WPD (pytest processes per GPU),
+# OUT (where the database and the JSON land).
+set -u
+here=$(pwd)
+work=/tmp/tracker-work
+mkdir -p "$work" "${OUT:=/tmp/out}"
+python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
+if python3 -m venv /tmp/tv 2>/dev/null && [ -x /tmp/tv/bin/pip ]; then
+  /tmp/tv/bin/pip install -q --no-index --find-links .device/whl kernel-stability-tracker
+  TRACKER=/tmp/tv/bin/tracker
+else  # no ensurepip: install beside, and keep it off the suite's path
+  python3 -m pip install -q --no-index --find-links .device/whl --target /tmp/site kernel-stability-tracker
+  TRACKER="env PYTHONPATH=/tmp/site python3 -m tracker.cli"
+fi
+nvidia-smi -L
+cat > "$work/tracker.toml" <<EOF
+database_url = "sqlite:///$work/tracker.db"
+data_dir = "$work/data"
+[runner]
+name = "h200-$(nvidia-smi -L | wc -l)gpu"
+device = "cuda"
+[[suites]]
+name = "transformers"
+path = "$here/.device/liger_kernel-0.8.5"
+python = "python3"
+args = [$(for f in ${FILES:-test/transformers}; do printf '"%s", ' "$f"; done)"-p", "no:cacheprovider"]
+env = { PYTHONPATH = "", HF_HUB_OFFLINE = "1", TRANSFORMERS_OFFLINE = "1" }
+test_timeout = 300
+run_timeout = ${RUN_TIMEOUT:-500}
+reruns = 1
+workers_per_device = ${WPD:-4}
+EOF
+cat "$work/tracker.toml"
+cd "$work"
+start=$(date +%s)
+$TRACKER run transformers --json > "$OUT/run.json" 2> "$OUT/progress.txt"
+echo "tracker exit=$? wall=$(( $(date +%s) - start ))s"
+tail -c 3000 "$OUT/progress.txt"
+python3 - "$OUT/run.json" <<'EOF'
+import json, sys, collections
+d = json.load(open(sys.argv[1]))
+r = d["run"]
+print({k: r[k] for k in ("status", "expected", "counts", "duration", "message")})
+print("environment:", r["environment"])
+by_kernel = collections.defaultdict(collections.Counter)
+for t in d["results"]:
+    by_kernel[t["kernel"]][t["outcome"]] += 1
+for k, c in sorted(by_kernel.items()):
+    print(f"  {k:40s} {dict(c)}")
+for t in d["results"]:
+    if t["outcome"] not in ("passed", "skipped", "xfailed", "not_run"):
+        print(t["outcome"], t["nodeid"][:150], [(a["outcome"], (a["message"] or "")[:150]) for a in t["attempts"]])
+EOF
+cp "$work/tracker.db" "$OUT/" 2>/dev/null
+tar czf "$OUT/artifacts.tgz" -C "$work" data 2>/dev/null
+ls -la "$OUT"
