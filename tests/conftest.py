@@ -7,14 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import SUITES
 
 from tracker import queries, store
 from tracker.config import RunnerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.runner.execute import execute
-
-SUITES = Path(__file__).parent / "suites"
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture
@@ -47,11 +45,3 @@ def run_suite(settings: Settings, tmp_path: Path):
             return queries.run_detail(session, saved.id)
 
     return run
-
-
-def outcomes(detail: dict) -> dict[str, tuple[str, list[str]]]:
-    """nodeid -> (final outcome, [attempt outcomes])"""
-    return {
-        r["nodeid"]: (r["outcome"], [a["outcome"] for a in r["attempts"]])
-        for r in detail["results"]
-    }

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SUITES
+from helpers import DATA, SUITES
 
 TRACKER = [sys.executable, "-m", "tracker.cli"]
 

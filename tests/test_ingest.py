@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from helpers import DATA
 
 from tracker.ingest import IngestError, decode, load_run, read_file
 from tracker.ingest.junit import parse_junit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import DATA
+from helpers import DATA
 
 from tracker.config import RunnerConfig, SuiteConfig
 from tracker.runner.probe import parse_cann_info, parse_npu_smi, probe

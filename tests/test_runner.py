@@ -4,7 +4,7 @@ real pytest subprocesses, and checks the exact final outcome and attempt list of
 from __future__ import annotations
 
 import pytest
-from conftest import outcomes
+from helpers import outcomes
 
 OUTCOMES = {
     "test_outcomes.py::test_pass": ("passed", ["passed"]),
@@ -46,6 +46,10 @@ OUTPUT = {
     "test_output.py::test_prints_megabytes": ("passed", ["passed"]),
     "test_output.py::test_fails_with_huge_message": ("failed", ["failed", "failed"]),
 }
+FAST = {  # many quick tests, a process that ends right after them: no test left "running"
+    **{f"test_fast.py::test_skipped_fast[{i}]": ("skipped", ["skipped"]) for i in range(300)},
+    **{f"test_fast.py::test_passes_fast[{i}]": ("passed", ["passed"]) for i in range(300)},
+}
 BEHAVIOURS = {
     "test_outcomes.py": (OUTCOMES, "failed"),
     "test_flaky.py": (FLAKY, "flaky"),
@@ -55,6 +59,7 @@ BEHAVIOURS = {
     "test_poison.py": (POISON, "failed"),
     "test_ids.py": (IDS, "passed"),
     "test_output.py": (OUTPUT, "failed"),
+    "test_fast.py": (FAST, "passed"),
 }
 
 
@@ -131,3 +136,21 @@ def test_nothing_collected_is_an_infra_error(run_suite):
     detail = run_suite("-k", "no_such_test_name")
     assert detail["run"]["status"] == "infra_error"
     assert "no tests" in detail["run"]["message"]
+
+
+def test_reports_read_before_the_start_event_do_not_leave_a_test_running():
+    from tracker.runner.process import Watch
+
+    line = (
+        '{{"$report_type": "TestReport", "nodeid": "t.py::{0}", "when": "{1}", '
+        '"outcome": "skipped", "duration": 0.0, "longrepr": ["t.py", 1, "Skipped: no"]}}'
+    )
+    watch = Watch()
+    watch.event({"e": "start", "nodeid": "t.py::a", "t": 0})
+    # both reports of `b` are read before the start event of `b`
+    for nodeid in ("a", "b"):
+        watch.report(line.format(nodeid, "setup"))
+        watch.report(line.format(nodeid, "teardown").replace("skipped", "passed"))
+    watch.event({"e": "start", "nodeid": "t.py::b", "t": 0})
+    assert watch.running() is None
+    assert [a.outcome for a in watch.done] == ["skipped", "skipped"]

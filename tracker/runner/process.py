@@ -107,6 +107,56 @@ def _exit_text(code: int) -> str:
     return f"exit code {code}"
 
 
+class Watch:
+    """What the supervisor knows of one pytest process, from its two streams."""
+
+    def __init__(self) -> None:
+        self.parser = ReportLogParser()
+        self.done: list[AttemptRecord] = []
+        self.finished: set[str] = set()
+        self.positions: dict[str, int] = {}  # order in which tests started in the process
+        self.fatal: str | None = None
+        self.last_start: tuple[str, float] | None = None
+
+    def event(self, event: dict) -> None:
+        if event["e"] == "start":
+            self.last_start = (event["nodeid"], time.monotonic())
+            self.positions.setdefault(event["nodeid"], len(self.positions))
+        elif event["e"] == "fatal":
+            self.fatal = f"{event['signature']} in {event['nodeid']}"
+
+    def report(self, line: str) -> None:
+        attempt = self.parser.feed_line(line)
+        if attempt is not None:
+            self.done.append(attempt)
+            self.finished.add(attempt.nodeid)
+
+    def running(self) -> tuple[str, float] | None:
+        """The test in progress and since when. The streams are read one after the other, so a
+        fast test's reports can arrive before its start: a test that ended is never running."""
+        if self.last_start and self.last_start[0] not in self.finished:
+            return self.last_start
+        return None
+
+    def blame(self, nodeid: str, outcome: str, why: str, output: str) -> None:
+        """End the running test as crashed or timed out, keeping its reports so far."""
+        if nodeid not in self.parser.open_tests():
+            self.parser.feed(
+                {
+                    "$report_type": "TestReport",
+                    "nodeid": nodeid,
+                    "when": "setup",
+                    "outcome": "passed",
+                    "duration": 0.0,
+                }
+            )
+        self.parser.close_open(outcome, why)
+        attempt = self.parser.attempts[-1]
+        attempt.longrepr = f"{why}\n----- last output of the process -----\n{output}"
+        self.done.append(attempt)
+        self.finished.add(nodeid)
+
+
 def run_process(
     job: Job,
     nodeids: list[str],
@@ -143,36 +193,22 @@ def run_process(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    parser = ReportLogParser()
+    watch = Watch()
     report_tail, event_tail = _Tail(report), _Tail(events)
-    current: tuple[str, float] | None = None  # the test running now, and since when
-    positions: dict[str, int] = {}
-    fatal: str | None = None
-    killed: str | None = None
-    done: list[AttemptRecord] = []
 
     def drain() -> None:
-        nonlocal current, fatal
         for line in event_tail.lines():
-            event = json.loads(line)
-            if event["e"] == "start":
-                current = (event["nodeid"], time.monotonic())
-                positions.setdefault(event["nodeid"], len(positions))
-            elif event["e"] == "fatal":
-                fatal = f"{event['signature']} in {event['nodeid']}"
+            watch.event(json.loads(line))
         for line in report_tail.lines():
-            attempt = parser.feed_line(line)
-            if attempt is not None:
-                done.append(attempt)
-                if current and current[0] == attempt.nodeid:
-                    current = None
+            watch.report(line)
 
+    killed: str | None = None
     while True:
         code = proc.poll()
         drain()
         if code is not None:
             break
-        now = time.monotonic()
+        now, current = time.monotonic(), watch.running()
         if current and now - current[1] > watchdog_limit(job.test_timeout):
             killed = TIMEOUT
         elif now > job.deadline:
@@ -184,45 +220,29 @@ def run_process(
             break
         time.sleep(POLL_S)
 
-    result = ProcessResult()
-    blamed = current[0] if current else None
-    if blamed:
-        tail = output_tail(output)
+    current = watch.running()
+    if current:
         if killed == TIMEOUT:
-            outcome, why = (
-                TIMEOUT,
-                f"no result after {watchdog_limit(job.test_timeout):g} s: killed",
-            )
+            why = f"no result after {watchdog_limit(job.test_timeout):g} s: killed"
         elif killed == "run_timeout":
-            outcome, why = TIMEOUT, "the run's time limit was reached during this test"
+            why = "the run's time limit was reached during this test"
         else:
-            outcome, why = CRASHED, f"the test process died ({_exit_text(code)})"
-        if blamed not in parser.open_tests():
-            parser.feed(
-                {
-                    "$report_type": "TestReport",
-                    "nodeid": blamed,
-                    "when": "setup",
-                    "outcome": "passed",
-                    "duration": 0.0,
-                }
-            )
-        parser.close_open(outcome, why)
-        parser.attempts[-1].longrepr = f"{why}\n----- last output of the process -----\n{tail}"
-        done.append(parser.attempts[-1])
-    for attempt in done:
-        attempt.position = positions.get(attempt.nodeid)
+            why = f"the test process died ({_exit_text(code)})"
+        watch.blame(current[0], CRASHED if killed is None else TIMEOUT, why, output_tail(output))
+    for attempt in watch.done:
+        attempt.position = watch.positions.get(attempt.nodeid)
         attempt.worker = name
         on_attempt(attempt)
-    finished = {a.nodeid for a in done}
-    result.attempts = done
-    result.remaining = [n for n in nodeids if n not in finished]
-    result.run_timed_out = killed == "run_timeout"
-    if result.remaining and not done:
+    result = ProcessResult(
+        attempts=watch.done,
+        remaining=[n for n in nodeids if n not in watch.finished],
+        run_timed_out=killed == "run_timeout",
+    )
+    if result.remaining and not watch.done:
         result.note = (
             f"pytest ended ({_exit_text(code)}) before running any test: "
             f"{output_tail(output, 1500).strip()[-1500:]}"
         )
-    elif fatal and result.remaining:
-        result.note = f"device-fatal error ({fatal}): the rest runs in a new process"
+    elif watch.fatal and result.remaining:
+        result.note = f"device-fatal error ({watch.fatal}): the rest runs in a new process"
     return result
