@@ -57,16 +57,18 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     return [Slot(f"d{dev}w{i}", {var: str(dev)}) for dev in devices for i in range(per_device)]
 
 
-def shard(nodeids: list[str], n: int) -> list[list[str]]:
-    """Whole files to each shard, biggest first onto the lightest shard; suite order within."""
+def pieces(nodeids: list[str], slots: int) -> list[list[str]]:
+    """Work for the slots. One slot: the whole suite in one process, as plain pytest would run it.
+    Several: one piece per file, biggest first, taken by whichever slot is free, so one slow
+    file holds up one slot instead of a whole precomputed shard (seen on 2 H200s: 16 shards by
+    test count left 15 slots idle behind fused_moe + swiglu). Sharding by recorded durations
+    can refine this later."""
+    if slots <= 1:
+        return [nodeids] if nodeids else []
     files: dict[str, list[str]] = defaultdict(list)
     for nodeid in nodeids:
         files[file_of(nodeid)].append(nodeid)
-    shards: list[list[str]] = [[] for _ in range(n)]
-    for tests in sorted(files.values(), key=len, reverse=True):
-        min(shards, key=len).extend(tests)
-    order = {nodeid: i for i, nodeid in enumerate(nodeids)}
-    return [sorted(s, key=order.__getitem__) for s in shards if s]
+    return sorted(files.values(), key=len, reverse=True)
 
 
 def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecord], str | None]:
@@ -238,7 +240,7 @@ def execute(
 
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
-    record.attempts.extend(execution.in_parallel(slots, shard(nodeids, len(slots)), rerun=False))
+    record.attempts.extend(execution.in_parallel(slots, pieces(nodeids, len(slots)), rerun=False))
 
     runnable = set(nodeids)  # collection errors are not rerun: there is no test to run
     for _ in range(suite.reruns):
