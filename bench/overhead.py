@@ -26,8 +26,10 @@ def make_suite(root: Path, files: int = 40, tests: int = 50) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     for f in range(files):
-        body = "import pytest\n\n\n@pytest.mark.parametrize('i', range(%d))\ndef test_k(i):\n" % tests
-        body += "    assert i * i >= 0\n"
+        body = (
+            f"import pytest\n\n\n@pytest.mark.parametrize('i', range({tests}))\n"
+            "def test_k(i):\n    assert i * i >= 0\n"
+        )
         (root / f"test_kernel_{f:02d}.py").write_text(body)
     return root
 

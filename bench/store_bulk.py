@@ -24,12 +24,19 @@ N = 10_000
 def record() -> RunRecord:
     nodeids = [f"test/transformers/test_k{i % 40}.py::test_case[{i}-bf16]" for i in range(N)]
     attempts = [
-        AttemptRecord(n, "passed" if i % 50 else "failed", 0.01, message=None if i % 50 else "x",
-                      process=0, position=i)
+        AttemptRecord(
+            n,
+            "passed" if i % 50 else "failed",
+            0.01,
+            message=None if i % 50 else "x",
+            process=0,
+            position=i,
+        )
         for i, n in enumerate(nodeids)
     ]
-    return RunRecord("bench", "r", "runner", datetime.now(UTC), collected=nodeids,
-                     attempts=attempts)
+    return RunRecord(
+        "bench", "r", "runner", datetime.now(UTC), collected=nodeids, attempts=attempts
+    )
 
 
 def tracker_store(db: Path) -> float:
@@ -50,18 +57,25 @@ def raw_sqlite(db: Path) -> float:
     with conn:
         cur = conn.execute(
             "INSERT INTO run (suite_id, runner_id, status, source, started_at, expected, counts) "
-            "VALUES (1, 1, 'failed', 'runner', ?, ?, '{}')", (now, N))
+            "VALUES (1, 1, 'failed', 'runner', ?, ?, '{}')",
+            (now, N),
+        )
         run_id = cur.lastrowid
         conn.executemany(
             "INSERT OR IGNORE INTO test_case (suite_id, nodeid, file, kernel) VALUES (1, ?, ?, ?)",
-            [(f"t{i}.py::x[{i}]", f"t{i}.py", "k") for i in range(N)])
+            [(f"t{i}.py::x[{i}]", f"t{i}.py", "k") for i in range(N)],
+        )
         ids = conn.execute("SELECT id FROM test_case WHERE suite_id = 1").fetchall()
         conn.executemany(
-            "INSERT INTO result (run_id, test_id, outcome, duration, attempts) VALUES (?, ?, ?, ?, 1)",
-            [(run_id, i, "passed", 0.01) for (i,) in ids])
+            "INSERT INTO result (run_id, test_id, outcome, duration, attempts) "
+            "VALUES (?, ?, ?, ?, 1)",
+            [(run_id, i, "passed", 0.01) for (i,) in ids],
+        )
         conn.executemany(
             "INSERT INTO attempt (run_id, test_id, number, outcome, duration, isolated) "
-            "VALUES (?, ?, 1, 'passed', 0.01, 0)", [(run_id, i) for (i,) in ids])
+            "VALUES (?, ?, 1, 'passed', 0.01, 0)",
+            [(run_id, i) for (i,) in ids],
+        )
     return time.perf_counter() - t0
 
 
