@@ -28,12 +28,12 @@ def settings(tmp_path: Path) -> Settings:
 def run_suite(settings: Settings, tmp_path: Path):
     """Run files of a fixture suite, store the run, return `tracker show --json`'s shape."""
 
-    def run(*args: str, suite: str = "realities", **options) -> dict:
+    def run(*args: str, suite: str = "realities", suite_path: Path | None = None, **options):
         state = tmp_path / "state"
         state.mkdir(exist_ok=True)
         config = SuiteConfig(
             name=suite,
-            path=SUITES / suite,
+            path=suite_path or SUITES / suite,
             python=sys.executable,
             args=list(args) or ["."],
             env={"FIXTURE_STATE": str(state)},

@@ -3,8 +3,11 @@ real pytest subprocesses, and checks the exact final outcome and attempt list of
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
-from helpers import outcomes
+from helpers import SUITES, outcomes
 
 OUTCOMES = {
     "test_outcomes.py::test_pass": ("passed", ["passed"]),
@@ -154,3 +157,30 @@ def test_reports_read_before_the_start_event_do_not_leave_a_test_running():
     watch.event({"e": "start", "nodeid": "t.py::b", "t": 0})
     assert watch.running() is None
     assert [a.outcome for a in watch.done] == ["skipped", "skipped"]
+
+
+def _git(path, *args):
+    subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+
+
+def test_git_checkout_is_moved_to_ref_and_its_commit_recorded(run_suite, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(SUITES / "realities", repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(
+        repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "one", "--allow-empty"
+    )
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "suite")
+    _git(repo, "tag", "v1")
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    _git(repo, "rm", "-q", "test_ids.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "drop ids")
+    detail = run_suite("test_ids.py", suite_path=repo, ref="v1")
+    assert detail["run"]["commit"] == head
+    assert detail["run"]["counts"] == {"passed": 3}
+    broken = run_suite("test_ids.py", suite_path=repo, ref="no-such-ref")
+    assert broken["run"]["status"] == "infra_error"
+    assert broken["run"]["message"].startswith("checkout failed")
