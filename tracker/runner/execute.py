@@ -28,7 +28,7 @@ from tracker.records import (
 )
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.probe import probe
-from tracker.runner.process import Job, output_tail, pytest_env, run_process
+from tracker.runner.process import Job, output_tail, pytest_command, pytest_env, run_process
 from tracker.signatures import fatal_regex
 
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -77,18 +77,8 @@ def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecor
     events, report, output = (
         job.workdir / n for n in ("collect.events.jsonl", "collect.reportlog.jsonl", "collect.out")
     )
-    cmd = [
-        job.python,
-        "-m",
-        "pytest",
-        "-p",
-        "tracker_plugin",
-        "--collect-only",
-        "-q",
-        f"--report-log={report}",
-        *job.args,
-        *itertools.chain(*(("--deselect", d) for d in deselect)),
-    ]
+    cmd = pytest_command(job, report, "--collect-only", "-q")
+    cmd += itertools.chain.from_iterable(("--deselect", d) for d in deselect)
     timeout = max(1.0, min(1800.0, job.deadline - time.monotonic()))
     with output.open("wb") as out:
         try:

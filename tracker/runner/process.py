@@ -89,6 +89,20 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
     return env
 
 
+def pytest_command(job: Job, report: Path, *options: str) -> list[str]:
+    """pytest in the suite's interpreter, with our plugin and a reportlog, then the suite's args."""
+    return [
+        job.python,
+        "-m",
+        "pytest",
+        "-p",
+        "tracker_plugin",
+        f"--report-log={report}",
+        *options,
+        *job.args,
+    ]
+
+
 def output_tail(path: Path, limit: int = OUTPUT_TAIL) -> str:
     try:
         with path.open("rb") as fh:
@@ -170,16 +184,7 @@ def run_process(
         for ext in ("select", "reportlog.jsonl", "events.jsonl", "out")
     )
     select.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
-    cmd = [
-        job.python,
-        "-m",
-        "pytest",
-        "-p",
-        "tracker_plugin",
-        f"--report-log={report}",
-        "--continue-on-collection-errors",
-        *job.args,
-    ]
+    cmd = pytest_command(job, report, "--continue-on-collection-errors")
     if job.use_pytest_timeout:
         cmd.append(f"--timeout={job.test_timeout:g}")
     env = pytest_env(job, TRACKER_SELECT=str(select), TRACKER_EVENTS=str(events))
