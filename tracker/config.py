@@ -74,6 +74,28 @@ class SuiteConfig(_Strict):
         return expr
 
 
+class PromotionConfig(_Strict):
+    """The RFC's criterion for moving the CI upstream; every part configurable."""
+
+    window_days: int = Field(default=14, ge=1, le=365)
+    consecutive_days: int = Field(default=7, ge=1, le=365)
+    min_success_rate: float = Field(default=0.95, gt=0, le=1)
+    # when set, P(true rate >= min_success_rate) must also reach this (a stricter gate)
+    min_confidence: float | None = Field(default=None, gt=0, lt=1)
+
+
+class AnalysisConfig(_Strict):
+    windows: list[int] = Field(default_factory=lambda: [7, 14])  # days, for pass rates
+    flaky_window_days: int = Field(default=14, ge=1, le=365)
+    # a failure cluster holding this share of a run's failures (and at least cascade_min) is a
+    # cascade: one cause, many victims
+    cascade_share: float = Field(default=0.5, gt=0, le=1)
+    cascade_min: int = Field(default=5, ge=2)
+    # proposals (never applied by themselves): flaky tests with at least this many runs of
+    # evidence in the window
+    propose_min_flaky_runs: int = Field(default=2, ge=1)
+
+
 class Settings(BaseSettings):
     """Values from the TOML file arrive as init kwargs; TRACKER_* environment variables win."""
 
@@ -86,6 +108,8 @@ class Settings(BaseSettings):
     suites: list[SuiteConfig] = Field(default_factory=list)
     # device-fatal error signatures: a match ends the pytest process after that test
     fatal_patterns: list[str] = Field(default_factory=list)
+    promotion: PromotionConfig = Field(default_factory=PromotionConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -115,3 +115,15 @@ class Attempt(SQLModel, table=True):
     started_at: datetime | None = None
     message: str | None = None
     longrepr: str | None = None
+
+
+class Quarantine(SQLModel, table=True):
+    """A test whose failures no longer fail a run; it keeps running and being recorded."""
+
+    __table_args__ = (UniqueConstraint("test_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    test_id: int = _fk("test_case.id", index=False)
+    reason: str = Field(max_length=500)
+    since: datetime
+    by: str = Field(max_length=100)  # a person, or "rule:<name>"

@@ -130,19 +130,23 @@ def final_outcome(attempts: list[AttemptRecord]) -> str:
     return first
 
 
-def summarize(record: RunRecord) -> tuple[dict[str, str], str, Counter[str]]:
-    """Final outcome per test, the run's status and the counts of final outcomes."""
+def summarize(
+    record: RunRecord, quarantined: frozenset[str] | set[str] = frozenset()
+) -> tuple[dict[str, str], str, Counter[str]]:
+    """Final outcome per test, the run's status and the counts of final outcomes. Quarantined
+    tests are counted but do not decide the status: they keep running, they no longer fail runs."""
     finals = {nodeid: final_outcome(atts) for nodeid, atts in record.by_test().items()}
     counts = Counter(finals.values())
+    deciding = Counter(o for n, o in finals.items() if n not in quarantined)
     if record.status:
         status = record.status
     elif not finals:
         status = RUN_INFRA
-    elif any(counts[o] for o in (*FAILING, NOT_RUN)):
+    elif any(deciding[o] for o in (*FAILING, NOT_RUN)):
         status = RUN_FAILED
-    elif counts[INTERRUPTED]:
+    elif deciding[INTERRUPTED]:
         status = RUN_INTERRUPTED
-    elif counts[FLAKY]:
+    elif deciding[FLAKY]:
         status = RUN_FLAKY
     else:
         status = RUN_PASSED

@@ -13,6 +13,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
+from tracker import quarantine
 from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
 from tracker.records import RUN_RUNNING, RunRecord, file_of, kernel_of, summarize
 
@@ -79,7 +80,7 @@ def start_run(session: Session, record: RunRecord) -> Run:
 
 def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run:
     """Store every result and attempt of the run, and its status and counts."""
-    finals, status, counts = summarize(record)
+    finals, status, counts = summarize(record, quarantine.active(session, record.suite))
     suite_id = _named(session, Suite, record.suite)
     if run is None:
         run = Run(

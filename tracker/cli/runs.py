@@ -1,9 +1,4 @@
-"""The `tracker` command.
-
-Exit codes: 0 success (a run that passed, or passed with flaky tests); 1 a run that failed, timed
-out or was interrupted; 2 a usage, configuration or input error (nothing stored); 4 a run that
-could not test anything (infra_error: device missing/busy/unhealthy, checkout or collection failed).
-"""
+"""Commands that run, ingest and show runs."""
 
 from __future__ import annotations
 
@@ -13,60 +8,25 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from tracker import queries, store
-from tracker.config import ConfigError, Settings, load_settings
+from tracker.cli.app import (
+    EXIT_FAILED,
+    EXIT_INFRA,
+    JsonOpt,
+    app,
+    db_app,
+    err,
+    fail,
+    out,
+    state,
+)
+from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_INTERRUPTED, RUN_PASSED, RunRecord
-
-EXIT_FAILED, EXIT_USAGE, EXIT_INFRA = 1, 2, 4
-
-app = typer.Typer(
-    help=__doc__,
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_show_locals=False,
-)
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-class _State:
-    config: Path | None = None
-    _settings: Settings | None = None
-
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.config)
-        return self._settings
-
-
-state = _State()
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(Text(f"error: {message}", style="red"))
-    return typer.Exit(code)
-
-
-@app.callback()
-def main(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="Config file (default: ./tracker.toml or $TRACKER_CONFIG)."),
-    ] = None,
-) -> None:
-    state.config = config
-    state._settings = None
 
 
 def _status_exit(status: str) -> int:
@@ -114,8 +74,8 @@ def run(
     from tracker.runner.execute import execute
     from tracker.runner.progress import RichReporter
 
+    settings = state.settings()
     try:
-        settings = state.settings()
         suite_cfg = settings.suite(suite)
     except ConfigError as exc:
         raise fail(str(exc)) from None
@@ -177,12 +137,12 @@ def ingest(
     for name, value in (("--suite", suite), ("--runner", runner)):
         if not value.strip() or len(value) > 200:
             raise fail(f"{name} must be 1-200 characters")
+    settings = state.settings()
     try:
-        settings = state.settings()
         record = load_run(
             file, suite=suite, runner=runner, commit=commit, started_at=_parse_time(started_at)
         )
-    except (ConfigError, IngestError) as exc:
+    except IngestError as exc:
         raise fail(str(exc)) from None
     with session_scope(settings.database_url) as session:
         saved = store.save_run(session, record)
@@ -198,11 +158,7 @@ def runs(
     as_json: JsonOpt = False,
 ) -> None:
     """List recent runs, newest first."""
-    try:
-        url = state.settings().database_url
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    with session_scope(url) as session:
+    with session_scope(state.settings().database_url) as session:
         rows = queries.list_runs(session, suite, runner, limit)
     if as_json:
         print(json.dumps({"runs": rows}, ensure_ascii=False))
@@ -229,13 +185,12 @@ def show(
 ) -> None:
     """One run with its results."""
     try:
-        url = state.settings().database_url
-        with session_scope(url) as session:
+        with session_scope(state.settings().database_url) as session:
             rid = queries.latest_run_id(session) if run_id == "last" else int(run_id)
             detail = queries.run_detail(session, rid)
     except ValueError:
         raise fail(f"run id must be a number or `last`, not {run_id!r}") from None
-    except (ConfigError, queries.NotFound) as exc:
+    except queries.NotFound as exc:
         raise fail(str(exc)) from None
     _print_run(detail, as_json)
 
@@ -243,13 +198,6 @@ def show(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or migrate the database to the newest schema (also done on every start)."""
-    try:
-        url = state.settings().database_url
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    url = state.settings().database_url
     get_engine(url)
     out.print(f"database at the newest schema: {url}")
-
-
-if __name__ == "__main__":
-    app()

@@ -1,0 +1,62 @@
+"""The analysis as the CLI and the web ask for it: by suite and runner name, over a window of
+calendar days in the configured time zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from sqlmodel import Session
+
+from tracker.analysis import history
+from tracker.analysis.clusters import Cluster, clusters
+from tracker.analysis.flaky import CaseStats, analyze
+from tracker.analysis.kernels import KernelRow, kernel_table
+from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
+from tracker.config import Settings
+
+
+class Scope:
+    """Suite, optional runner, window: resolved once, shared by every question."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        suite: str,
+        runner: str | None = None,
+        days: int | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        self.session, self.settings = session, settings
+        self.suite_id = history.suite_id(session, suite)
+        self.runner_id = history.runner_id(session, runner)
+        self.tz = ZoneInfo(settings.timezone)
+        self.now = now or datetime.now(UTC)
+        self.days = days or settings.analysis.flaky_window_days
+        self.since = window_start(local_day(self.now, self.tz), self.days, self.tz)
+        self._stats: dict[int, CaseStats] | None = None
+
+    def stats(self) -> dict[int, CaseStats]:
+        if self._stats is None:
+            self._stats = analyze(self.session, self.suite_id, self.runner_id, self.since)
+        return self._stats
+
+    def kernels(self) -> list[KernelRow]:
+        return kernel_table(self.stats())
+
+    def clusters(self) -> list[Cluster]:
+        a = self.settings.analysis
+        obs = history.observations(self.session, self.suite_id, self.runner_id, self.since)
+        return clusters(obs, a.cascade_share, a.cascade_min)
+
+    def promotion(self) -> Verdict:
+        config = self.settings.promotion
+        since = window_start(local_day(self.now, self.tz), config.window_days, self.tz)
+        runs = history.runs(self.session, self.suite_id, self.runner_id, since)
+        stats = (
+            self.stats()
+            if config.window_days == self.days
+            else analyze(self.session, self.suite_id, self.runner_id, since)
+        )
+        return verdict(runs, stats, config, self.tz, self.now)

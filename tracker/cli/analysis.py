@@ -1,0 +1,287 @@
+"""Commands that judge: flaky tests, failure clusters, the kernel table, the promotion verdict,
+and the quarantine that feeds back into run statuses."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from tracker import quarantine
+from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
+from tracker.analysis.history import UnknownName
+from tracker.analysis.kernels import ICONS, markdown
+from tracker.analysis.report import Scope
+from tracker.cli.app import EXIT_NOT_MET, JsonOpt, app, fail, out, state
+from tracker.db import session_scope
+
+quarantine_app = typer.Typer(
+    help="Quarantined tests: they run, but do not fail runs.", no_args_is_help=True
+)
+app.add_typer(quarantine_app, name="quarantine")
+
+SuiteOpt = Annotated[str, typer.Option("--suite", help="Suite name.")]
+RunnerOpt = Annotated[str | None, typer.Option("--runner", help="Only this runner.")]
+DaysOpt = Annotated[
+    int | None,
+    typer.Option("--days", min=1, max=365, help="Window in days (default: from config)."),
+]
+
+
+class FlakyFormat(StrEnum):
+    table = "table"
+    json = "json"
+    deselect = "deselect"
+
+
+class KernelFormat(StrEnum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@contextmanager
+def scope(suite: str, runner: str | None = None, days: int | None = None) -> Iterator[Scope]:
+    settings = state.settings()
+    with session_scope(settings.database_url) as session:
+        try:
+            yield Scope(session, settings, suite, runner, days)
+        except UnknownName as exc:
+            raise fail(str(exc)) from None
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, default=str))
+
+
+@app.command()
+def flaky(
+    suite: SuiteOpt,
+    runner: RunnerOpt = None,
+    days: DaysOpt = None,
+    fmt: Annotated[FlakyFormat, typer.Option("--format")] = FlakyFormat.table,
+) -> None:
+    """Flaky tests with their evidence, ranked by the Wilson lower bound of the failure rate;
+    also the broken ones (failing since a commit). `--format deselect` prints the quarantine."""
+    if fmt == FlakyFormat.deselect:
+        with session_scope(state.settings().database_url) as session:
+            for nodeid in sorted(quarantine.active(session, suite)):
+                print(f"--deselect {nodeid}")
+        return
+    with scope(suite, runner, days) as s:
+        stats = s.stats()
+        ranked = ranked_flaky(stats)
+        broken = sorted(
+            (x for x in stats.values() if x.verdict in (BROKEN, FAILING_VERDICT)),
+            key=lambda x: x.nodeid,
+        )
+        if fmt == FlakyFormat.json:
+            _dump(
+                {
+                    "suite": suite,
+                    "runner": runner,
+                    "window_days": s.days,
+                    "flaky": [x.as_dict() for x in ranked],
+                    "broken": [x.as_dict() for x in broken],
+                }
+            )
+            return
+    table = Table(
+        "#",
+        "test",
+        "fail/runs",
+        "failure rate (95% CI)",
+        "flips",
+        "evidence",
+        "notes",
+        title=f"flaky in {suite}, last {s.days} days",
+    )
+    for i, x in enumerate(ranked, 1):
+        lo, hi = x.failure_interval
+        notes = ("quarantined " if x.quarantined else "") + (
+            "order-dependent" if x.order_dependent else ""
+        )
+        table.add_row(
+            str(i),
+            Text(x.nodeid),
+            f"{x.failures}/{x.runs}",
+            f"{_pct(x.failure_rate)} [{_pct(lo)}, {_pct(hi)}]",
+            f"{x.flip_rate:.2f}",
+            ", ".join(sorted(x.evidence)),
+            notes,
+        )
+    out.print(table)
+    for x in broken:
+        since = (
+            f"broken since {x.broken_since} (last good {x.last_good})"
+            if x.verdict == BROKEN
+            else "failing on every run in the window"
+        )
+        out.print(Text(f"{x.nodeid}: {since}"))
+
+
+@app.command()
+def kernels(
+    suite: SuiteOpt,
+    runner: RunnerOpt = None,
+    days: DaysOpt = None,
+    fmt: Annotated[KernelFormat, typer.Option("--format")] = KernelFormat.table,
+) -> None:
+    """One row per kernel (test file): status, tests, pass rate, flaky and failing tests."""
+    with scope(suite, runner, days) as s:
+        rows = s.kernels()
+    if fmt == KernelFormat.markdown:
+        print(markdown(rows, s.days))
+    elif fmt == KernelFormat.json:
+        _dump({"suite": suite, "window_days": s.days, "kernels": [r.as_dict() for r in rows]})
+    else:
+        table = Table("kernel", "status", "tests", f"pass rate {s.days}d", "flaky", "failing")
+        for r in rows:
+            d = r.as_dict()
+            table.add_row(
+                r.kernel,
+                f"{ICONS[r.status]} {r.status}",
+                str(r.tests),
+                _pct(d["pass_rate"]),
+                str(len(r.flaky)),
+                str(len(r.failing)),
+            )
+        out.print(table)
+
+
+@app.command()
+def clusters(
+    suite: SuiteOpt,
+    runner: RunnerOpt = None,
+    days: DaysOpt = None,
+    as_json: JsonOpt = False,
+    top: Annotated[int, typer.Option("--top", min=1)] = 20,
+) -> None:
+    """Failures grouped by cause (masked error signature), biggest first."""
+    with scope(suite, runner, days) as s:
+        found = s.clusters()[:top]
+    if as_json:
+        _dump({"suite": suite, "window_days": s.days, "clusters": [c.as_dict() for c in found]})
+        return
+    for c in found:
+        flags = " ".join(
+            f
+            for f, on in (
+                ("DEVICE-FATAL", c.device_fatal),
+                (f"CASCADE in runs {c.cascade_runs}", c.cascade_runs),
+            )
+            if on
+        )
+        out.print(
+            Text(
+                f"{c.size:>5} failures  {len(c.tests):>4} tests  {len(c.runs):>3} runs  ",
+                style="bold",
+            )
+            .append(c.signature, style="")
+            .append(f"  {flags}", style="red")
+        )
+
+
+@app.command()
+def promotion(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
+    """Is the promotion criterion met? Exit 0 when met, 3 when not (for workflow gates)."""
+    with scope(suite, runner) as s:
+        v = s.promotion()
+    if as_json:
+        _dump({"suite": suite, "runner": runner, **v.as_dict()})
+    else:
+        head = Text("MET" if v.met else "NOT MET", style="bold green" if v.met else "bold red")
+        out.print(head.append(f"  {suite}" + (f" on {runner}" if runner else ""), style=""))
+        for p in v.parts():
+            mark = "✓" if p["ok"] else "✗"
+            out.print(Text(f"  {mark} {p['name']}: {p['measured']} (need {p['required']})"))
+        lo, hi = v.interval
+        out.print(
+            Text(
+                f"  runs: {v.counts}; success {v.successes}/{v.total}, 95% interval "
+                f"[{_pct(lo)}, {_pct(hi)}], P(rate >= {v.config.min_success_rate:.0%}) = "
+                f"{v.confidence:.2f}"
+            )
+        )
+        if not v.met:
+            when = v.earliest.isoformat() if v.earliest else "not within the next window"
+            out.print(Text(f"  earliest date if every coming run passes: {when}"))
+        for note in v.notes:
+            out.print(Text(f"  {note}", style="dim"))
+    if not v.met:
+        raise typer.Exit(EXIT_NOT_MET)
+
+
+@quarantine_app.command("add")
+def quarantine_add(
+    suite: SuiteOpt,
+    nodeid: Annotated[str, typer.Argument(help="pytest node id")],
+    reason: Annotated[str, typer.Option("--reason")],
+    by: Annotated[str | None, typer.Option("--by", help="Who (default: your user name).")] = None,
+) -> None:
+    with session_scope(state.settings().database_url) as session:
+        try:
+            quarantine.add(session, suite, nodeid, reason, by or getpass.getuser())
+        except quarantine.QuarantineError as exc:
+            raise fail(str(exc)) from None
+    out.print(Text(f"quarantined: {nodeid}"))
+
+
+@quarantine_app.command("remove")
+def quarantine_remove(suite: SuiteOpt, nodeid: Annotated[str, typer.Argument()]) -> None:
+    with session_scope(state.settings().database_url) as session:
+        try:
+            gone = quarantine.remove(session, suite, nodeid)
+        except quarantine.QuarantineError as exc:
+            raise fail(str(exc)) from None
+    if not gone:
+        raise fail(f"{nodeid} is not quarantined")
+    out.print(Text(f"released: {nodeid}"))
+
+
+@quarantine_app.command("list")
+def quarantine_list(suite: SuiteOpt, as_json: JsonOpt = False) -> None:
+    with session_scope(state.settings().database_url) as session:
+        try:
+            rows = quarantine.listing(session, suite)
+        except quarantine.QuarantineError as exc:
+            raise fail(str(exc)) from None
+    if as_json:
+        _dump({"suite": suite, "quarantined": rows})
+        return
+    for r in rows:
+        out.print(Text(f"{r['nodeid']}  since {r['since'][:10]} by {r['by']}: {r['reason']}"))
+
+
+@quarantine_app.command("propose")
+def quarantine_propose(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
+    """Flaky tests that the rule would quarantine; nothing is applied."""
+    minimum = state.settings().analysis.propose_min_flaky_runs
+    with scope(suite, runner) as s:
+        proposals = [
+            x
+            for x in ranked_flaky(s.stats())
+            if not x.quarantined and max(len(x.evidence.get("rerun", [])), x.failures) >= minimum
+        ]
+    if as_json:
+        _dump({"suite": suite, "proposals": [x.as_dict() for x in proposals]})
+        return
+    for x in proposals:
+        kinds = ", ".join(sorted(x.evidence))
+        out.print(
+            Text(
+                f"tracker quarantine add --suite {suite} '{x.nodeid}' "
+                f"--reason 'flaky: {x.failures}/{x.runs} failed ({kinds})' --by rule:flaky"
+            )
+        )

@@ -1,0 +1,66 @@
+"""The `tracker` command.
+
+Exit codes: 0 success (a run that passed, or passed with flaky tests; promotion criterion met);
+1 a run that failed, timed out or was interrupted; 2 a usage, configuration or input error
+(nothing stored); 3 promotion criterion not met; 4 a run that could not test anything
+(infra_error: device missing/busy/unhealthy, checkout or collection failed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from tracker.config import ConfigError, Settings, load_settings
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_MET, EXIT_INFRA = 1, 2, 3, 4
+
+app = typer.Typer(
+    help=__doc__,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class _State:
+    config: Path | None = None
+    _settings: Settings | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = load_settings(self.config)
+            except ConfigError as exc:
+                raise fail(str(exc)) from None
+        return self._settings
+
+
+state = _State()
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(Text(f"error: {message}", style="red"))
+    return typer.Exit(code)
+
+
+@app.callback()
+def main(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Config file (default: ./tracker.toml or $TRACKER_CONFIG)."),
+    ] = None,
+) -> None:
+    state.config = config
+    state._settings = None

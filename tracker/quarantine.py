@@ -1,0 +1,79 @@
+"""Quarantine: tests whose failures no longer fail a run. They keep running and being recorded;
+`tracker flaky --format deselect` exports them for CI systems that must skip them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session
+
+from tracker.models import Case, Quarantine, Suite
+from tracker.records import file_of, kernel_of
+
+
+class QuarantineError(ValueError):
+    pass
+
+
+def active(session: Session, suite: str) -> set[str]:
+    """Quarantined nodeids of a suite (empty for a suite not stored yet)."""
+    return set(
+        session.execute(
+            select(Case.nodeid)
+            .join(Quarantine, Quarantine.test_id == Case.id)
+            .join(Suite, Suite.id == Case.suite_id)
+            .where(Suite.name == suite)
+        ).scalars()
+    )
+
+
+def _suite(session: Session, suite: str) -> int:
+    found = session.execute(select(Suite.id).where(Suite.name == suite)).scalar()
+    if found is None:
+        raise QuarantineError(f"no suite {suite!r} in the database")
+    return found
+
+
+def add(session: Session, suite: str, nodeid: str, reason: str, by: str) -> None:
+    """Quarantine a test (one not seen yet is created, e.g. from a hand-kept deselect list)."""
+    if not nodeid.strip() or "::" not in nodeid:
+        raise QuarantineError(f"{nodeid!r} is not a pytest node id (path::name)")
+    sid = _suite(session, suite)
+    session.execute(
+        sqlite_insert(Case).on_conflict_do_nothing(),
+        [{"suite_id": sid, "nodeid": nodeid, "file": file_of(nodeid), "kernel": kernel_of(nodeid)}],
+    )
+    test_id = session.execute(
+        select(Case.id).where(Case.suite_id == sid, Case.nodeid == nodeid)
+    ).scalar_one()
+    session.execute(
+        sqlite_insert(Quarantine)
+        .values(test_id=test_id, reason=reason[:500], since=datetime.now(UTC), by=by[:100])
+        .on_conflict_do_update(index_elements=["test_id"], set_={"reason": reason[:500]})
+    )
+    session.commit()
+
+
+def remove(session: Session, suite: str, nodeid: str) -> bool:
+    sid = _suite(session, suite)
+    test_ids = select(Case.id).where(Case.suite_id == sid, Case.nodeid == nodeid)
+    gone = session.execute(delete(Quarantine).where(Quarantine.test_id.in_(test_ids))).rowcount
+    session.commit()
+    return bool(gone)
+
+
+def listing(session: Session, suite: str) -> list[dict[str, Any]]:
+    sid = _suite(session, suite)
+    rows = session.execute(
+        select(Case.nodeid, Case.kernel, Quarantine.reason, Quarantine.since, Quarantine.by)
+        .join(Quarantine, Quarantine.test_id == Case.id)
+        .where(Case.suite_id == sid)
+        .order_by(Case.nodeid)
+    ).all()
+    return [
+        {"nodeid": n, "kernel": k, "reason": r, "since": s.isoformat(), "by": b}
+        for n, k, r, s, b in rows
+    ]
