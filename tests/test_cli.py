@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SUITES
-
-TRACKER = [sys.executable, "-m", "tracker.cli"]
-
-
-def tracker(tmp_path: Path, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
-    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
-    if config is not None:
-        (tmp_path / "tracker.toml").write_text(config)
-    return subprocess.run(
-        [*TRACKER, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+from helpers import DATA, SUITES, tracker
 
 
 def test_run_example_json(tmp_path):

@@ -1,0 +1,185 @@
+"""End to end: runs made by the real runner or ingested from recorded files, then the verdicts
+through the same CLI a maintainer uses."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from helpers import DATA, junit, tracker
+
+from tracker.analysis.report import Scope
+from tracker.db import session_scope
+
+B = "test/transformers/test_mlp.py::test_falcon[bf16]"
+C = "test/transformers/test_rope.py::test_rope[fp32]"
+A = "test/transformers/test_rms_norm.py::test_rms[fp32]"
+OOR = "OutOfResources: shared memory, Required: {}, Hardware limit: 65536"
+NIGHTS = [  # (commit, {nodeid: (outcome, message)}), oldest first, one a night
+    ("c0", {A: ("passed", None), B: ("failed", OOR.format(98304)), C: ("passed", None)}),
+    ("c1", {A: ("passed", None), B: ("passed", None), C: ("passed", None)}),
+    (
+        "c2",
+        {
+            A: ("passed", None),
+            B: ("failed", OOR.format(131072)),
+            C: ("failed", "AssertionError: rope mismatch 0.031"),
+        },
+    ),
+    (
+        "c3",
+        {
+            A: ("passed", None),
+            B: ("passed", None),
+            C: ("failed", "AssertionError: rope mismatch 0.029"),
+        },
+    ),
+]
+
+
+def ingest_nights(tmp_path, suite="transformers", nights=NIGHTS, runner="gha"):
+    now = datetime.now(UTC)
+    for i, (commit, cases) in enumerate(nights):
+        path = tmp_path / f"night{i}.xml"
+        path.write_text(junit(cases))
+        started = (now - timedelta(days=len(nights) - 1 - i, minutes=5)).isoformat()
+        proc = tracker(
+            tmp_path,
+            "ingest",
+            str(path),
+            "--suite",
+            suite,
+            "--runner",
+            runner,
+            "--commit",
+            commit,
+            "--started-at",
+            started,
+        )
+        assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def nights(tmp_path):
+    ingest_nights(tmp_path)
+    return tmp_path
+
+
+def test_flaky_broken_and_clusters(nights):
+    data = json.loads(
+        tracker(nights, "flaky", "--suite", "transformers", "--format", "json").stdout
+    )
+    assert [f["nodeid"] for f in data["flaky"]] == [B]
+    assert data["flaky"][0]["evidence"]["history"] == {"flips": 3, "failures": 2, "runs": 4}
+    assert data["flaky"][0]["failure_rate_interval"] == [0.15, 0.85]
+    assert [(b["nodeid"], b["broken_since"], b["last_good"]) for b in data["broken"]] == [
+        (C, "c2", "c1")
+    ]
+    found = json.loads(tracker(nights, "clusters", "--suite", "transformers", "--json").stdout)
+    sizes = {c["signature"]: c["size"] for c in found["clusters"]}
+    assert sizes == {
+        "OutOfResources: shared memory, Required: <n>, Hardware limit: <n>": 2,
+        "AssertionError: rope mismatch <n>": 2,
+    }
+
+
+def test_kernel_table_markdown(nights):
+    out = tracker(nights, "kernels", "--suite", "transformers", "--format", "markdown").stdout
+    assert out.splitlines() == [
+        "| Kernel | Status | Tests | Pass rate (14d) | Flaky | Failing |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| mlp | 🟡 flaky | 1 | 50.0% | 1 | 0 |",
+        "| rms_norm | ✅ stable | 1 | 100.0% | 0 | 0 |",
+        "| rope | ❌ failing | 1 | 50.0% | 0 | 1 |",
+    ]
+
+
+def test_quarantine_keeps_running_but_stops_failing_runs(nights):
+    for nodeid in (B, C):
+        proc = tracker(
+            nights,
+            "quarantine",
+            "add",
+            "--suite",
+            "transformers",
+            nodeid,
+            "--reason",
+            "flaky on A2",
+            "--by",
+            "ci-bot",
+        )
+        assert proc.returncode == 0, proc.stderr
+    deselect = tracker(nights, "flaky", "--suite", "transformers", "--format", "deselect").stdout
+    assert deselect.splitlines() == [f"--deselect {B}", f"--deselect {C}"]
+    path = nights / "again.xml"
+    path.write_text(junit(NIGHTS[2][1]))
+    run = json.loads(
+        tracker(
+            nights, "ingest", str(path), "--suite", "transformers", "--runner", "gha", "--json"
+        ).stdout
+    )["run"]
+    assert run["status"] == "passed"  # both failures are quarantined
+    assert run["counts"] == {"failed": 2, "passed": 1}  # and still recorded
+    listed = json.loads(
+        tracker(nights, "quarantine", "list", "--suite", "transformers", "--json").stdout
+    )
+    assert [(q["nodeid"], q["by"]) for q in listed["quarantined"]] == [(B, "ci-bot"), (C, "ci-bot")]
+    kernels = tracker(nights, "kernels", "--suite", "transformers", "--format", "json").stdout
+    assert {k["kernel"]: k["status"] for k in json.loads(kernels)["kernels"]}["mlp"] == "stable"
+    assert tracker(nights, "quarantine", "remove", "--suite", "transformers", B).returncode == 0
+    assert tracker(nights, "quarantine", "remove", "--suite", "transformers", B).returncode == 2
+
+
+def test_promotion_exit_codes(tmp_path):
+    green = [(f"g{i}", {A: ("passed", None), B: ("passed", None)}) for i in range(7)]
+    ingest_nights(tmp_path, suite="green", nights=green)
+    met = tracker(tmp_path, "promotion", "--suite", "green", "--json")
+    assert met.returncode == 0, met.stdout
+    verdict = json.loads(met.stdout)
+    assert verdict["met"] and verdict["success_rate"] == 1.0
+    assert verdict["success_rate_interval_95"][0] == pytest.approx(0.6457, abs=1e-4)  # 7/7
+    assert verdict["p_rate_at_least_target"] == pytest.approx(1 - 0.95**8, abs=1e-4)
+    not_met = tracker(tmp_path, "promotion", "--suite", "transformers")
+    ingest_nights(tmp_path)
+    not_met = tracker(tmp_path, "promotion", "--suite", "transformers")
+    assert not_met.returncode == 3
+    assert "NOT MET" in not_met.stdout and "earliest date" in not_met.stdout
+    unknown = tracker(tmp_path, "promotion", "--suite", "nope")
+    assert unknown.returncode == 2 and "no suite 'nope'" in unknown.stderr
+
+
+def test_order_dependent_suspect_names_what_ran_before(run_suite, settings):
+    run_suite("test_order.py", "test_ids.py")
+    run_suite("test_order.py", "test_ids.py")
+    with session_scope(settings.database_url) as session:
+        stats = Scope(session, settings, "realities").stats()
+    suspect = next(s for s in stats.values() if s.nodeid.endswith("test_b_needs_clean_state"))
+    assert suspect.verdict == "flaky" and suspect.order_dependent
+    assert len(suspect.evidence["rerun"]) == 2
+    assert (
+        suspect.ran_before
+        == [
+            "test_order.py::test_a_leaves_state_behind",
+            *[
+                n
+                for n in reversed(
+                    sorted(x.nodeid for x in stats.values() if "test_ids" in x.nodeid)
+                )
+            ],
+        ][:1]
+        + suspect.ran_before[1:]
+    )
+    others = [s for s in stats.values() if s.verdict != "stable"]
+    assert others == [suspect]
+
+
+def test_recorded_reportlog_cascade_is_device_fatal(tmp_path):
+    proc = tracker(
+        tmp_path, "ingest", str(DATA / "reportlog_complete.jsonl"), "--suite", "s", "--runner", "r"
+    )
+    assert proc.returncode == 0
+    found = json.loads(tracker(tmp_path, "clusters", "--suite", "s", "--json").stdout)["clusters"]
+    top = found[0]
+    assert top["signature"] == "RuntimeError: device previously failed: error code is 507035"
+    assert (top["size"], top["device_fatal"], len(top["cascade_runs"])) == (5, True, 1)
