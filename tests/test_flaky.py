@@ -131,3 +131,28 @@ def test_cascade_and_device_fatal():
         (7, True, [1]),
         (1, False, []),
     ]
+
+
+def test_cascade_victims_are_no_evidence():
+    """A stable test that fails once as the victim of a poisoned run is not flaky."""
+    obs = history("PPPPP", test_id=1, nodeid="t.py::victim", commits="aaaaa")
+    obs = [o for o in obs if o.run_id != 2]
+    cascade = "RuntimeError: device previously failed: error code is 507035"
+    for i in range(1, 9):  # run 2: this test and 7 others fail the same way
+        obs.append(
+            Observation(
+                2,
+                T0 + timedelta(days=2),
+                "a",
+                1,
+                1,
+                i,
+                f"t.py::t{i}" if i > 1 else "t.py::victim",
+                "x",
+                "failed",
+                "failed",
+                cascade,
+            )
+        )
+    stats = judge(obs)
+    assert stats[1].verdict == "stable" and stats[1].runs == 4

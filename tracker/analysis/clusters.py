@@ -72,6 +72,23 @@ class Cluster:
         }
 
 
+def cascade_victims(
+    observations: list[Observation], cascade_share: float = 0.5, cascade_min: int = 5
+) -> set[tuple[int, int]]:
+    """(run, test) pairs whose failure belongs to a cascade of their run: one cause, many
+    victims, so the failure says nothing about the test itself."""
+    cascades = {
+        (run, c.signature)
+        for c in clusters(observations, cascade_share, cascade_min)
+        for run in c.cascade_runs
+    }
+    return {
+        (ob.run_id, ob.test_id)
+        for ob in observations
+        if ob.first in FAILING and (ob.run_id, signature(ob.message)) in cascades
+    }
+
+
 def clusters(
     observations: list[Observation], cascade_share: float = 0.5, cascade_min: int = 5
 ) -> list[Cluster]:

@@ -21,6 +21,7 @@ from typing import Any
 from sqlmodel import Session
 
 from tracker.analysis import history
+from tracker.analysis.clusters import cascade_victims
 from tracker.analysis.history import Observation
 from tracker.analysis.stats import flip_rate, flips, wilson
 from tracker.records import FAILING, FLAKY, PASSED
@@ -88,8 +89,13 @@ class CaseStats:
         }
 
 
-def judge(observations: list[Observation]) -> dict[int, CaseStats]:
-    """Verdicts from the rows alone (no order-dependence detail: see `analyze`)."""
+def judge(
+    observations: list[Observation], cascade_share: float = 0.5, cascade_min: int = 5
+) -> dict[int, CaseStats]:
+    """Verdicts from the rows alone (no order-dependence detail: see `analyze`). A failure that
+    is one victim of a cascade in its run (a poisoned device failing everything after it) is no
+    evidence about the test, and is left out like a skip."""
+    victims = cascade_victims(observations, cascade_share, cascade_min)
     stats: dict[int, CaseStats] = {}
     by_input: dict[tuple, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     rows_of: dict[int, list[Observation]] = defaultdict(list)
@@ -97,6 +103,8 @@ def judge(observations: list[Observation]) -> dict[int, CaseStats]:
         s = stats.setdefault(ob.test_id, CaseStats(ob.test_id, ob.nodeid, ob.kernel))
         if ob.first not in FAILING and ob.first != PASSED:
             continue  # skipped, xfailed, not run...: no evidence either way
+        if (ob.run_id, ob.test_id) in victims:
+            continue
         ok = ob.first == PASSED
         rows_of[ob.test_id].append(ob)
         s.runs += 1
@@ -144,9 +152,17 @@ def judge(observations: list[Observation]) -> dict[int, CaseStats]:
     return stats
 
 
-def analyze(session: Session, suite: int, runner: int | None, since) -> dict[int, CaseStats]:
+def analyze(
+    session: Session,
+    suite: int,
+    runner: int | None,
+    since: datetime,
+    cascade_share: float = 0.5,
+    cascade_min: int = 5,
+) -> dict[int, CaseStats]:
     """Verdicts, order-dependence and quarantine state of every test seen in the window."""
-    stats = judge(history.observations(session, suite, runner, since))
+    observations = history.observations(session, suite, runner, since)
+    stats = judge(observations, cascade_share, cascade_min)
     pairs = {(run, s.test_id) for s in stats.values() for run in s.evidence.get("rerun", [])}
     attempts: dict[tuple[int, int], list[history.AttemptRow]] = defaultdict(list)
     for a in history.attempts_of(session, pairs):

@@ -39,8 +39,14 @@ class Scope:
 
     def stats(self) -> dict[int, CaseStats]:
         if self._stats is None:
-            self._stats = analyze(self.session, self.suite_id, self.runner_id, self.since)
+            self._stats = self._analyze(self.since)
         return self._stats
+
+    def _analyze(self, since: datetime) -> dict[int, CaseStats]:
+        a = self.settings.analysis
+        return analyze(
+            self.session, self.suite_id, self.runner_id, since, a.cascade_share, a.cascade_min
+        )
 
     def kernels(self) -> list[KernelRow]:
         return kernel_table(self.stats())
