@@ -18,7 +18,7 @@ from tracker.signatures import is_device_fatal
 _MASKS = [
     (re.compile(r"(?:[A-Za-z]:)?(?:[\w.-]*/)+[\w.-]+(?::\d+)?"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
+    (re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b"), "<hex>"),  # digests, not long numbers
     (
         re.compile(
             r"torch\.Size\(\[[^\]]*\]\)|\((?:\s*\d+\s*,)+\s*\d*\s*\)|\[(?:\s*\d+\s*,)+\s*\d+\s*\]"
@@ -75,11 +75,14 @@ class Cluster:
 def cascade_victims(
     observations: list[Observation], cascade_share: float = 0.5, cascade_min: int = 5
 ) -> set[tuple[int, int]]:
-    """(run, test) pairs whose failure belongs to a cascade of their run: one cause, many
-    victims, so the failure says nothing about the test itself."""
+    """(run, test) pairs whose failure belongs to a device-fatal cascade of their run: a poisoned
+    device failing everything after it says nothing about the tests themselves. Only device-fatal
+    cascades: unrelated tests failing with the same generic message (`Tensor-likes are not
+    close!`) also form one big cluster, and each of those failures is real evidence."""
     cascades = {
         (run, c.signature)
         for c in clusters(observations, cascade_share, cascade_min)
+        if c.device_fatal
         for run in c.cascade_runs
     }
     return {

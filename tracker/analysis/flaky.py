@@ -157,11 +157,12 @@ def analyze(
     suite: int,
     runner: int | None,
     since: datetime,
+    until: datetime,
     cascade_share: float = 0.5,
     cascade_min: int = 5,
 ) -> dict[int, CaseStats]:
     """Verdicts, order-dependence and quarantine state of every test seen in the window."""
-    observations = history.observations(session, suite, runner, since)
+    observations = history.observations(session, suite, runner, since, until)
     stats = judge(observations, cascade_share, cascade_min)
     pairs = {(run, s.test_id) for s in stats.values() for run in s.evidence.get("rerun", [])}
     attempts: dict[tuple[int, int], list[history.AttemptRow]] = defaultdict(list)

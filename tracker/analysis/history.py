@@ -71,10 +71,13 @@ def runner_names(session: Session, suite: int) -> dict[int, str]:
     return dict(rows)
 
 
-def runs(session: Session, suite: int, runner: int | None, since: datetime) -> list[RunRow]:
+def runs(
+    session: Session, suite: int, runner: int | None, since: datetime, until: datetime
+) -> list[RunRow]:
     query = (
         select(Run.id, Run.started_at, Run.status, Run.commit, Run.runner_id, Run.counts)
-        .where(Run.suite_id == suite, Run.started_at >= since, Run.status != RUN_RUNNING)
+        .where(Run.suite_id == suite, Run.started_at.between(since, until))
+        .where(Run.status != RUN_RUNNING)
         .order_by(Run.started_at, Run.id)
     )
     if runner is not None:
@@ -83,7 +86,7 @@ def runs(session: Session, suite: int, runner: int | None, since: datetime) -> l
 
 
 def observations(
-    session: Session, suite: int, runner: int | None, since: datetime
+    session: Session, suite: int, runner: int | None, since: datetime, until: datetime
 ) -> list[Observation]:
     """Every test of every finished run in the window, oldest run first."""
     query = (
@@ -111,7 +114,8 @@ def observations(
             ),
             isouter=True,
         )
-        .where(Run.suite_id == suite, Run.started_at >= since, Run.status != RUN_RUNNING)
+        .where(Run.suite_id == suite, Run.started_at.between(since, until))
+        .where(Run.status != RUN_RUNNING)
         .order_by(Run.started_at, Run.id)
     )
     if runner is not None:

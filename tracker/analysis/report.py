@@ -45,7 +45,13 @@ class Scope:
     def _analyze(self, since: datetime) -> dict[int, CaseStats]:
         a = self.settings.analysis
         return analyze(
-            self.session, self.suite_id, self.runner_id, since, a.cascade_share, a.cascade_min
+            self.session,
+            self.suite_id,
+            self.runner_id,
+            since,
+            self.now,
+            a.cascade_share,
+            a.cascade_min,
         )
 
     def kernels(self) -> list[KernelRow]:
@@ -53,16 +59,14 @@ class Scope:
 
     def clusters(self) -> list[Cluster]:
         a = self.settings.analysis
-        obs = history.observations(self.session, self.suite_id, self.runner_id, self.since)
+        obs = history.observations(
+            self.session, self.suite_id, self.runner_id, self.since, self.now
+        )
         return clusters(obs, a.cascade_share, a.cascade_min)
 
     def promotion(self) -> Verdict:
         config = self.settings.promotion
         since = window_start(local_day(self.now, self.tz), config.window_days, self.tz)
-        runs = history.runs(self.session, self.suite_id, self.runner_id, since)
-        stats = (
-            self.stats()
-            if config.window_days == self.days
-            else analyze(self.session, self.suite_id, self.runner_id, since)
-        )
+        runs = history.runs(self.session, self.suite_id, self.runner_id, since, self.now)
+        stats = self.stats() if config.window_days == self.days else self._analyze(since)
         return verdict(runs, stats, config, self.tz, self.now)
