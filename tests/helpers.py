@@ -50,3 +50,82 @@ def junit(cases: dict[str, tuple[str, str | None]]) -> str:
             "</testcase>"
         )
     return f'<testsuite name="pytest">{"".join(rows)}</testsuite>'
+
+
+HOSTILE = '<script>alert("x")</script>'
+
+
+def fill(settings, tmp_path: Path) -> None:
+    """A database as a maintainer would have it after a few nights: ingested JUnit files with a
+    flaky and a broken test, the recorded reportlog with a poisoned-device cascade, a run of the
+    fixture suite by the real runner, and hostile test ids and messages."""
+    from datetime import UTC, datetime, timedelta
+
+    from tracker import store
+    from tracker.config import SuiteConfig
+    from tracker.db import session_scope
+    from tracker.ingest import load_run
+    from tracker.runner.execute import execute
+
+    a = "test/transformers/test_rms_norm.py::test_rms[fp32]"
+    b = "test/transformers/test_mlp.py::test_falcon[bf16]"
+    c = "test/transformers/test_rope.py::test_rope[fp32]"
+    evil = f"test/transformers/test_evil.py::test_x[{HOSTILE}-'quoted'-ñ-中文]"
+    oor = "OutOfResources: shared memory, Required: {}, Hardware limit: 65536"
+    nights = [
+        {
+            a: ("passed", None),
+            b: ("failed", oor.format(98304)),
+            c: ("passed", None),
+            evil: ("passed", None),
+        },
+        {
+            a: ("passed", None),
+            b: ("passed", None),
+            c: ("passed", None),
+            evil: ("failed", f'AssertionError: {HOSTILE} "quotes" & ünïcödé ' + "x" * 3000),
+        },
+        {
+            a: ("passed", None),
+            b: ("failed", oor.format(131072)),
+            c: ("failed", "rope 0.031"),
+            evil: ("passed", None),
+        },
+        {
+            a: ("passed", None),
+            b: ("passed", None),
+            c: ("failed", "rope 0.029"),
+            evil: ("passed", None),
+        },
+    ]
+    now = datetime.now(UTC)
+    with session_scope(settings.database_url) as session:
+        for i, cases in enumerate(nights):
+            path = tmp_path / f"night{i}.xml"
+            path.write_text(junit(cases))
+            record = load_run(
+                path,
+                suite="transformers",
+                runner="a2-910b4",
+                commit=f"c{i}",
+                started_at=now - timedelta(days=len(nights) - i, hours=1),
+            )
+            store.save_run(session, record)
+        record = load_run(
+            DATA / "reportlog_complete.jsonl",
+            suite="transformers",
+            runner="gha-910b4",
+            commit="c3",
+            started_at=now - timedelta(hours=3),
+        )
+        store.save_run(session, record)
+        suite = SuiteConfig(
+            name="realities",
+            path=SUITES / "realities",
+            python=sys.executable,
+            args=["test_outcomes.py", "test_ids.py", "test_order.py"],
+            env={"FIXTURE_STATE": str(tmp_path)},
+            test_timeout=5,
+            reruns=1,
+        )
+        store.save_run(session, execute(settings, suite))

@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     suites: list[SuiteConfig] = Field(default_factory=list)
     # device-fatal error signatures: a match ends the pytest process after that test
     fatal_patterns: list[str] = Field(default_factory=list)
+    # bearer token for writes over HTTP; from the environment (TRACKER_TOKEN), never the repo
+    token: str | None = Field(default=None, min_length=16, repr=False)
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
 

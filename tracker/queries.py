@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, select
 from sqlmodel import Session
 
 from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
+from tracker.records import FAILING
 
 
 class NotFound(LookupError):
@@ -106,3 +107,139 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
         ).all()
     ]
     return {"run": run, "results": results}
+
+
+def suite_runner_pairs(session: Session) -> list[tuple[str, str]]:
+    """Every (suite, runner) that has runs: one overview card each."""
+    rows = session.execute(
+        select(Suite.name, Runner.name)
+        .join(Run, Run.suite_id == Suite.id)
+        .join(Runner, Run.runner_id == Runner.id)
+        .distinct()
+        .order_by(Suite.name, Runner.name)
+    ).all()
+    return [(s, r) for s, r in rows]
+
+
+def failing_attempts(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """The first failing attempt of each failing, erroring, crashed, timed-out or flaky test, with
+    its bounded traceback: what the run page groups by cluster."""
+    first_fail = (
+        select(Attempt.test_id, func.min(Attempt.number).label("number"))
+        .where(Attempt.run_id == run_id, Attempt.outcome.in_(sorted(FAILING)))
+        .group_by(Attempt.test_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(
+            Case.id,
+            Case.nodeid,
+            Case.kernel,
+            Result.outcome,
+            Attempt.outcome,
+            Attempt.message,
+            Attempt.longrepr,
+        )
+        .join(first_fail, first_fail.c.test_id == Case.id)
+        .join(
+            Attempt,
+            and_(
+                Attempt.run_id == run_id,
+                Attempt.test_id == Case.id,
+                Attempt.number == first_fail.c.number,
+            ),
+        )
+        .join(Result, and_(Result.run_id == run_id, Result.test_id == Case.id))
+        .order_by(Case.nodeid)
+    ).all()
+    keys = ("test_id", "nodeid", "kernel", "final", "outcome", "message", "longrepr")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def previous_run_id(session: Session, run_id: int) -> int | None:
+    """The run of the same suite and runner just before this one."""
+    run = session.get(Run, run_id)
+    if run is None:
+        return None
+    return session.execute(
+        select(Run.id)
+        .where(
+            Run.suite_id == run.suite_id,
+            Run.runner_id == run.runner_id,
+            Run.started_at < run.started_at,
+            Run.status != "running",
+        )
+        .order_by(Run.started_at.desc())
+        .limit(1)
+    ).scalar()
+
+
+def final_outcomes(session: Session, run_id: int) -> dict[str, str]:
+    return dict(
+        session.execute(
+            select(Case.nodeid, Result.outcome)
+            .join(Case, Case.id == Result.test_id)
+            .where(Result.run_id == run_id)
+        ).all()
+    )
+
+
+def case_info(session: Session, test_id: int) -> dict[str, Any]:
+    row = session.execute(
+        select(Case.id, Case.nodeid, Case.kernel, Case.file, Suite.name)
+        .join(Suite, Suite.id == Case.suite_id)
+        .where(Case.id == test_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no test with id {test_id}")
+    return dict(zip(("id", "nodeid", "kernel", "file", "suite"), row, strict=True))
+
+
+def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[str, Any]]:
+    """The test's latest runs, oldest first: final outcome, first attempt, duration, commit."""
+    rows = session.execute(
+        select(
+            Run.id,
+            Run.started_at,
+            Run.commit,
+            Runner.name,
+            Result.outcome,
+            Result.duration,
+            Attempt.outcome,
+            Attempt.message,
+            Attempt.isolated,
+        )
+        .join(Result, Result.run_id == Run.id)
+        .join(Runner, Runner.id == Run.runner_id)
+        .join(
+            Attempt,
+            and_(Attempt.run_id == Run.id, Attempt.test_id == test_id, Attempt.number == 1),
+            isouter=True,
+        )
+        .where(Result.test_id == test_id)
+        .order_by(Run.started_at.desc())
+        .limit(limit)
+    ).all()
+    keys = (
+        "run_id",
+        "started_at",
+        "commit",
+        "runner",
+        "outcome",
+        "duration",
+        "first",
+        "message",
+        "isolated",
+    )
+    return [dict(zip(keys, row, strict=True)) for row in reversed(rows)]
+
+
+def slowest(session: Session, run_id: int, limit: int = 10) -> list[dict[str, Any]]:
+    rows = session.execute(
+        select(Case.id, Case.nodeid, Result.duration, Result.outcome)
+        .join(Case, Case.id == Result.test_id)
+        .where(Result.run_id == run_id)
+        .order_by(Result.duration.desc())
+        .limit(limit)
+    ).all()
+    return [dict(zip(("test_id", "nodeid", "duration", "outcome"), r, strict=True)) for r in rows]

@@ -92,7 +92,7 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
         )
     run.status = status
     run.commit, run.ref = record.commit, record.ref
-    run.finished_at = record.finished_at or datetime.now(UTC)
+    run.finished_at = record.finished_at
     run.expected = len(record.collected) or len(finals)
     run.counts = dict(sorted(counts.items()))
     run.message = record.message

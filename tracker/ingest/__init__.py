@@ -9,7 +9,7 @@ import gzip
 import io
 import zipfile
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tracker.ingest.junit import JUnitError, parse_junit
@@ -118,7 +118,8 @@ def load_run(
         runner=runner,
         source="ingest",
         started_at=started.astimezone(UTC),
-        finished_at=None,
+        # a file says how long its tests took, not when it ended: a sequential estimate
+        finished_at=started.astimezone(UTC) + timedelta(seconds=sum(a.duration for a in attempts)),
         commit=commit,
         collected=collected,
         attempts=attempts,

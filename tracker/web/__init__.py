@@ -1,0 +1,1 @@
+"""The web: HTML pages, the JSON API, badges and the upload endpoint (FastAPI + Jinja2)."""

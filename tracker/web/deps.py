@@ -1,0 +1,36 @@
+"""Dependencies shared by the routers: settings, a database session per request, templates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.templating import Jinja2Templates
+from sqlmodel import Session
+
+from tracker.config import Settings
+from tracker.db import PACKAGE_DIR, get_engine
+
+
+def templates_dir() -> Path:
+    """A wheel ships them as tracker/_templates; a checkout has them at the top."""
+    bundled = PACKAGE_DIR / "_templates"
+    return bundled if bundled.is_dir() else PACKAGE_DIR.parent / "templates"
+
+
+templates = Jinja2Templates(directory=str(templates_dir()))
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(get_engine(request.app.state.settings.database_url)) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]

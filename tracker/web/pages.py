@@ -1,0 +1,248 @@
+"""HTML pages, one view per page; each reads through `queries` and the analysis `Scope`."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from tracker import quarantine, queries
+from tracker.analysis import history
+from tracker.analysis.clusters import signature
+from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
+from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
+from tracker.analysis.promotion import local_day, window_start
+from tracker.analysis.report import Scope
+from tracker.analysis.stats import wilson
+from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY
+from tracker.web import svg
+from tracker.web.deps import SessionDep, SettingsDep, templates
+
+router = APIRouter(include_in_schema=False)
+
+
+def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"svg": svg, "icons": ICONS, **context})
+
+
+def _run_square(run: dict[str, Any]) -> dict[str, Any]:
+    counts = ", ".join(f"{k} {v}" for k, v in run["counts"].items())
+    return {
+        "status": run["status"],
+        "href": f"/runs/{run['id']}",
+        "title": f"run {run['id']} {run['status']} {run['started_at'][:16]} {counts}",
+    }
+
+
+def _success_rate(scope: Scope, days: int) -> tuple[float | None, int]:
+    since = window_start(local_day(scope.now, scope.tz), days, scope.tz)
+    runs = [
+        r
+        for r in history.runs(scope.session, scope.suite_id, scope.runner_id, since, scope.now)
+        if r.status != "interrupted"
+    ]
+    passed = sum(r.status == "passed" for r in runs)
+    return (passed / len(runs) if runs else None), len(runs)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
+    cards = []
+    for suite, runner in queries.suite_runner_pairs(session):
+        scope = Scope(session, settings, suite, runner)
+        runs = queries.list_runs(session, suite, runner, 30)
+        verdict = scope.promotion()
+        cards.append(
+            {
+                "suite": suite,
+                "runner": runner,
+                "last": runs[0] if runs else None,
+                "verdict": verdict,
+                "days_left": (verdict.earliest - verdict.today).days if verdict.earliest else None,
+                "rate7": _success_rate(scope, 7),
+                "rate14": _success_rate(scope, 14),
+                "strip": svg.strip([_run_square(r) for r in reversed(runs)]),
+                "flaky": len(verdict.unquarantined_flaky),
+                "failing_kernels": [
+                    k.kernel for k in scope.kernels() if k.status == KERNEL_FAILING
+                ],
+            }
+        )
+    return render(request, "overview.html", cards=cards)
+
+
+@router.get("/suites/{suite}", response_class=HTMLResponse)
+def suite_page(
+    request: Request, suite: str, session: SessionDep, settings: SettingsDep
+) -> HTMLResponse:
+    scope = Scope(session, settings, suite)
+    days = 30
+    since = window_start(local_day(scope.now, scope.tz), days, scope.tz)
+    runs = history.runs(session, scope.suite_id, None, since, scope.now)
+    per_day: dict[Any, list[str]] = defaultdict(list)
+    for r in runs:
+        if r.status != "interrupted":
+            per_day[local_day(r.started_at, scope.tz)].append(r.status)
+    first_day = local_day(since, scope.tz)
+    trend = []
+    for i in range(days):
+        day = first_day + timedelta(days=i)
+        statuses = per_day.get(day)
+        rate = 100 * statuses.count("passed") / len(statuses) if statuses else None
+        trend.append((day.strftime("%m-%d"), rate))
+    recent = queries.list_runs(session, suite, None, 50)
+    durations = [
+        (r["started_at"][5:16].replace("T", " "), r["duration"] / 60 if r["duration"] else None)
+        for r in reversed(recent[:30])
+    ]
+    last = next((r for r in recent if r["status"] not in ("running", "infra_error")), None)
+    return render(
+        request,
+        "suite.html",
+        suite=suite,
+        trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%"),
+        duration_chart=svg.line_chart(durations, y_format="{:.1f} min"),
+        runs=recent,
+        kernels=scope.kernels(),
+        flaky=ranked_flaky(scope.stats())[:10],
+        clusters=scope.clusters()[:10],
+        slowest=queries.slowest(session, last["id"]) if last else [],
+        days=scope.days,
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(
+    request: Request,
+    run_id: int,
+    session: SessionDep,
+    outcome: str | None = Query(None, max_length=20),
+    kernel: str | None = Query(None, max_length=200),
+) -> HTMLResponse:
+    detail = queries.run_detail(session, run_id)
+    failures = queries.failing_attempts(session, run_id)
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in failures:
+        groups[signature(f["message"])].append(f)
+    clusters = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    previous = queries.previous_run_id(session, run_id)
+    changes = None
+    if previous is not None:
+        before, now = (
+            queries.final_outcomes(session, previous),
+            queries.final_outcomes(session, run_id),
+        )
+        bad = set(FAILING)
+        changes = {
+            "previous": previous,
+            "new_failures": sorted(
+                n for n, o in now.items() if o in bad and before.get(n) not in bad
+            ),
+            "fixed": sorted(n for n, o in now.items() if o not in bad and before.get(n) in bad),
+            "still_failing": sorted(n for n, o in now.items() if o in bad and before.get(n) in bad),
+            "new_flaky": sorted(n for n, o in now.items() if o == FLAKY and before.get(n) != FLAKY),
+        }
+    results = [
+        r
+        for r in detail["results"]
+        if (not outcome or r["outcome"] == outcome) and (not kernel or r["kernel"] == kernel)
+    ]
+    return render(
+        request,
+        "run.html",
+        run=detail["run"],
+        clusters=clusters,
+        changes=changes,
+        results=results[:2000],
+        total_results=len(results),
+        outcomes=[o for o in FINAL_OUTCOMES if detail["run"]["counts"].get(o)],
+        kernels=sorted({r["kernel"] for r in detail["results"]}),
+        outcome=outcome,
+        kernel=kernel,
+    )
+
+
+@router.get("/tests/{test_id}", response_class=HTMLResponse)
+def test_page(
+    request: Request, test_id: int, session: SessionDep, settings: SettingsDep
+) -> HTMLResponse:
+    info = queries.case_info(session, test_id)
+    past = queries.case_history(session, test_id)
+    scope = Scope(session, settings, info["suite"])
+    stats = scope.stats().get(test_id)
+    quarantined = next(
+        (q for q in quarantine.listing(session, info["suite"]) if q["nodeid"] == info["nodeid"]),
+        None,
+    )
+    squares = [
+        {
+            "status": h["outcome"],
+            "href": f"/runs/{h['run_id']}",
+            "title": f"run {h['run_id']} {h['outcome']} {h['duration']:.2f}s "
+            f"commit {h['commit'] or '-'} {h['started_at']:%Y-%m-%d %H:%M}",
+        }
+        for h in past
+    ]
+    interval = wilson(stats.runs - stats.failures, stats.runs) if stats and stats.runs else None
+    return render(
+        request,
+        "test.html",
+        test=info,
+        history_strip=svg.strip(squares),
+        stats=stats,
+        interval=interval,
+        failures=[h for h in reversed(past) if h["first"] in FAILING][:10],
+        quarantined=quarantined,
+        days=scope.days,
+    )
+
+
+@router.get("/suites/{suite}/flaky", response_class=HTMLResponse)
+def flaky_page(
+    request: Request, suite: str, session: SessionDep, settings: SettingsDep
+) -> HTMLResponse:
+    scope = Scope(session, settings, suite)
+    stats = scope.stats()
+    broken = sorted(
+        (s for s in stats.values() if s.verdict in (BROKEN, FAILING_VERDICT)),
+        key=lambda s: s.nodeid,
+    )
+    deselect = "\n".join(f"--deselect {n}" for n in sorted(quarantine.active(session, suite)))
+    return render(
+        request,
+        "flaky.html",
+        suite=suite,
+        flaky=ranked_flaky(stats),
+        broken=broken,
+        deselect=deselect,
+        days=scope.days,
+    )
+
+
+@router.get("/suites/{suite}/promotion", response_class=HTMLResponse)
+def promotion_page(
+    request: Request,
+    suite: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    runner: str | None = Query(None, max_length=200),
+) -> HTMLResponse:
+    scope = Scope(session, settings, suite, runner)
+    verdict = scope.promotion()
+    base = str(request.base_url).rstrip("/")
+    badge_md = "\n".join(
+        f"![{m}]({base}/badge/{suite}.svg?metric={m})" for m in ("status", "pass-rate", "promotion")
+    )
+    return render(
+        request,
+        "promotion.html",
+        suite=suite,
+        runner=runner,
+        verdict=verdict,
+        kernels_md=markdown(scope.kernels(), scope.days),
+        badge_md=badge_md,
+        runs=Counter(verdict.counts),
+    )
