@@ -1,0 +1,225 @@
+"""Every route through the ASGI app on a database filled by real ingests and a real run:
+status codes, content types, JSON shapes, escaping, upload auth and bad files, badges."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from helpers import DATA, HOSTILE, fill
+
+from tracker.config import RunnerConfig, Settings
+from tracker.web.app import create_app
+
+TOKEN = "s3cret-token-for-tests-0123456789"
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("web")
+    settings = Settings(
+        database_url=f"sqlite:///{tmp / 'web.db'}",
+        data_dir=tmp / "data",
+        runner=RunnerConfig(name="ci", device="cpu"),
+        token=TOKEN,
+    )
+    fill(settings, tmp)
+    return settings
+
+
+@pytest.fixture
+def client(filled):
+    return TestClient(create_app(filled))
+
+
+PAGES = [
+    "/",
+    "/suites/transformers",
+    "/suites/transformers/flaky",
+    "/suites/transformers/promotion",
+    "/runs/1",
+    "/runs/5",
+    "/runs/6",
+    "/tests/1",
+    "/runs/6?outcome=failed",
+    "/runs/6?kernel=ids",
+    "/docs",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages(client, path):
+    r = client.get(path)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "cdn" not in r.text.lower() and "https://" not in r.text
+
+
+def test_hostile_text_is_escaped(client):
+    evil_id = next(
+        t for t in client.get("/api/v1/runs/2").json()["results"] if "test_evil" in t["nodeid"]
+    )["test_id"]
+    for path in ("/runs/2", f"/tests/{evil_id}", "/suites/transformers", "/runs/6"):
+        html = client.get(path).text
+        assert HOSTILE not in html and "<script>" not in html
+    assert "&lt;script&gt;alert(" in client.get("/runs/2").text
+    assert "中文" in client.get("/runs/2").text
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/runs/999", "/tests/999", "/suites/nope", "/suites/nope/flaky", "/suites/nope/promotion"],
+)
+def test_missing_pages_are_404(client, path):
+    r = client.get(path)
+    assert r.status_code == 404 and "text/html" in r.headers["content-type"]
+
+
+def test_api_shapes(client):
+    suites = client.get("/api/v1/suites").json()
+    assert {s["name"] for s in suites} == {"transformers", "realities"}
+    runs = client.get("/api/v1/suites/transformers/runs", params={"runner": "a2-910b4"}).json()
+    assert [r["id"] for r in runs["runs"]] == [4, 3, 2, 1]
+    detail = client.get("/api/v1/runs/6").json()
+    assert set(detail["run"]) >= {
+        "id",
+        "status",
+        "suite",
+        "runner",
+        "commit",
+        "started_at",
+        "counts",
+        "environment",
+    }
+    assert set(detail["results"][0]) == {
+        "test_id",
+        "nodeid",
+        "kernel",
+        "outcome",
+        "duration",
+        "attempts",
+    }
+    failed = client.get("/api/v1/runs/6/results", params={"outcome": "failed"}).json()
+    assert [r["nodeid"] for r in failed] == ["test_outcomes.py::test_fail"]
+    flaky = client.get("/api/v1/suites/transformers/flaky").json()
+    assert [f["nodeid"] for f in flaky["flaky"]] == [
+        "test/transformers/test_mlp.py::test_falcon[bf16]"
+    ]
+    kernels = client.get("/api/v1/suites/transformers/kernels").json()["kernels"]
+    assert {k["kernel"]: k["status"] for k in kernels}["rope"] == "failing"
+    promo = client.get("/api/v1/suites/transformers/promotion").json()
+    assert promo["met"] is False and len(promo["parts"]) == 3
+    test = client.get("/api/v1/tests/1").json()
+    assert set(test) == {"test", "stats", "history"}
+    assert client.get("/api/v1/suites/transformers/clusters").json()["clusters"][0]["size"] >= 1
+    assert client.get("/api/v1/schedule").json() == []
+    assert client.get("/api/v1/runs/999").status_code == 404
+    assert client.get("/healthz").json()["status"] == "ok"
+    assert "/api/v1/suites/{suite}/runs" in client.get("/openapi.json").json()["paths"]
+
+
+def test_badges(client):
+    r = client.get("/badge/transformers.svg")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml"
+    assert r.headers["cache-control"] == "no-cache" and r.headers["etag"]
+    assert "failed" in r.text
+    again = client.get("/badge/transformers.svg", headers={"If-None-Match": r.headers["etag"]})
+    assert again.status_code == 304
+    for metric, message in (
+        ("status", "failed"),
+        ("pass-rate", "0% of 5 runs"),
+        ("promotion", "earliest"),
+    ):
+        js = client.get("/badge/transformers.json", params={"metric": metric}).json()
+        assert js["schemaVersion"] == 1 and set(js) == {
+            "schemaVersion",
+            "label",
+            "message",
+            "color",
+            "cacheSeconds",
+        }
+        assert message in js["message"]
+    by_runner = client.get(
+        "/badge/transformers.json", params={"runner": "gha-910b4", "metric": "pass-rate"}
+    ).json()
+    assert by_runner["message"] == "0% of 1 runs"
+    assert client.get("/badge/transformers.svg", params={"metric": "bogus"}).status_code == 422
+    assert client.get("/badge/nope.svg").status_code == 404
+
+
+def upload(client, content: bytes, token: str | None = TOKEN, name="results.jsonl", **form):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = {"runner": "gha-910b4", **form}
+    return client.post(
+        "/api/v1/suites/uploaded/runs", headers=headers, data=data, files={"file": (name, content)}
+    )
+
+
+def test_upload(client):
+    r = upload(
+        client,
+        gzip.compress((DATA / "reportlog_complete.jsonl").read_bytes()),
+        name="log.jsonl.gz",
+        commit="abc",
+        started_at="2026-11-29T22:00:00+08:00",
+    )
+    assert r.status_code == 201, r.text
+    run = r.json()["run"]
+    assert (run["suite"], run["runner"], run["commit"]) == ("uploaded", "gha-910b4", "abc")
+    assert run["started_at"] == "2026-11-29T14:00:00Z"
+    assert len(r.json()["results"]) == 16
+
+
+@pytest.mark.parametrize(
+    ("token", "status"),
+    [(None, 401), ("wrong-token-wrong-token", 401)],
+)
+def test_upload_needs_the_token(client, token, status):
+    r = upload(client, (DATA / "junit_pytest.xml").read_bytes(), token=token)
+    assert r.status_code == status
+
+
+def test_upload_refused_without_a_server_token(tmp_path):
+    client = TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'x.db'}")))
+    r = upload(client, (DATA / "junit_pytest.xml").read_bytes())
+    assert r.status_code == 403 and "TRACKER_TOKEN" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "detail"),
+    [
+        (b"<testsuite><testcase name='x'>", 400, "not well-formed XML"),
+        (b"\x00\x01\x02" * 100, 400, "binary file"),
+        (b'<!DOCTYPE x [<!ENTITY a "aaaa">]><testsuite/>', 400, "forbidden construct"),
+        (b"", 400, "neither"),
+    ],
+)
+def test_bad_uploads_store_nothing(client, content, status, detail):
+    before = len(client.get("/api/v1/suites/uploaded/runs").json()["runs"])
+    r = upload(client, content)
+    assert r.status_code == status and detail in r.json()["detail"]
+    assert len(client.get("/api/v1/suites/uploaded/runs").json()["runs"]) == before
+
+
+def test_upload_too_large(client):
+    r = client.post(
+        "/api/v1/suites/uploaded/runs",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Length": str(10 * 1024**3)},
+        content=b"x",
+    )
+    assert r.status_code == 413
+
+
+def test_upload_form_validation(client):
+    r = upload(client, b"<testsuite/>", runner="")
+    assert r.status_code == 422
+    r = upload(client, (DATA / "junit_pytest.xml").read_bytes(), started_at="2026-11-29T22:00:00")
+    assert r.status_code == 400 and "offset" in r.json()["detail"]
+
+
+def test_strip_links_every_run(client):
+    html = client.get("/").text
+    linked = set(re.findall(r'<a href="/runs/(\d+)"><rect', html))
+    assert linked >= {"1", "2", "3", "4", "5", "6"}
