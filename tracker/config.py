@@ -96,6 +96,14 @@ class AnalysisConfig(_Strict):
     propose_min_flaky_runs: int = Field(default=2, ge=1)
 
 
+class SchedulerConfig(_Strict):
+    # a run missed while the host was down still starts on boot if at most this late
+    misfire_grace_seconds: int = Field(default=6 * 3600, ge=1)
+    poll_seconds: float = Field(default=5, gt=0, le=3600)  # how often `run now` requests are read
+    # results (tests and attempts) of runs older than this are pruned; runs and counts stay
+    retention_days: int | None = Field(default=None, ge=1)
+
+
 class Settings(BaseSettings):
     """Values from the TOML file arrive as init kwargs; TRACKER_* environment variables win."""
 
@@ -112,6 +120,7 @@ class Settings(BaseSettings):
     token: str | None = Field(default=None, min_length=16, repr=False)
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
 
     @classmethod
     def settings_customise_sources(

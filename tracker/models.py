@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, UniqueConstraint
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 MESSAGE_MAX = 1_000  # one-line failure message kept per attempt
@@ -57,7 +57,18 @@ class Environment(SQLModel, table=True):
 
 
 class Run(SQLModel, table=True):
-    __table_args__ = (Index("ix_run_suite_runner_started", "suite_id", "runner_id", "started_at"),)
+    __table_args__ = (
+        Index("ix_run_suite_runner_started", "suite_id", "runner_id", "started_at"),
+        Index("ix_run_suite_started", "suite_id", "started_at"),
+        # the lock: at most one running run per suite and runner, across processes and hosts
+        Index(
+            "ux_run_one_running",
+            "suite_id",
+            "runner_id",
+            unique=True,
+            sqlite_where=text("status = 'running'"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     suite_id: int = _fk("suite.id", index=False)
@@ -75,6 +86,8 @@ class Run(SQLModel, table=True):
     counts: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     message: str | None = None  # why the run is infra_error / timed_out / interrupted
     artifacts: str | None = None  # folder with the run's reportlogs and pytest output
+    host: str | None = Field(default=None, max_length=200)  # who runs it: a dead pid there
+    pid: int | None = None  # means the run was interrupted
 
 
 class Case(SQLModel, table=True):
@@ -127,3 +140,31 @@ class Quarantine(SQLModel, table=True):
     reason: str = Field(max_length=500)
     since: datetime
     by: str = Field(max_length=100)  # a person, or "rule:<name>"
+
+
+class RunSlot(SQLModel, table=True):
+    """A scheduled firing, claimed by the first scheduler process that gets to it: two schedulers
+    on one database make one run per slot."""
+
+    __tablename__ = "run_slot"
+    __table_args__ = (UniqueConstraint("suite", "runner", "slot_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(max_length=200)
+    runner: str = Field(max_length=200)
+    slot_at: datetime
+    claimed_at: datetime
+    claimed_by: str = Field(max_length=200)  # host:pid
+
+
+class RunRequest(SQLModel, table=True):
+    """`run now` asked over HTTP; the scheduler process picks it up."""
+
+    __tablename__ = "run_request"
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(max_length=200, index=True)
+    runner: str = Field(max_length=200)
+    state: str = Field(max_length=16)  # queued, started, done
+    requested_at: datetime
+    run_id: int | None = None

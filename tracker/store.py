@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from tracker import quarantine
@@ -61,9 +62,18 @@ def _environment(session: Session, env: dict[str, Any] | None) -> int | None:
     return row.id
 
 
-def start_run(session: Session, record: RunRecord) -> Run:
-    """A `running` row, visible while the suite runs (and closable if the tracker dies)."""
+class Busy(RuntimeError):
+    """The suite already has a running run on this runner."""
+
+
+def start_run(
+    session: Session, record: RunRecord, host: str | None = None, pid: int | None = None
+) -> Run:
+    """A `running` row, visible while the suite runs and closable if the tracker dies. The
+    database allows one running run per suite and runner: a second is refused (Busy)."""
     run = Run(
+        host=host,
+        pid=pid,
         suite_id=_named(session, Suite, record.suite),
         runner_id=_named(session, Runner, record.runner),
         status=RUN_RUNNING,
@@ -74,7 +84,11 @@ def start_run(session: Session, record: RunRecord) -> Run:
         artifacts=record.artifacts,
     )
     session.add(run)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise Busy(f"{record.suite} is already running on {record.runner}") from None
     return run
 
 

@@ -26,7 +26,7 @@ from tracker.cli.app import (
 from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
-from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_INTERRUPTED, RUN_PASSED, RunRecord
+from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED
 
 
 def _status_exit(status: str) -> int:
@@ -71,8 +71,8 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a configured suite now and store every result."""
-    from tracker.runner.execute import execute
     from tracker.runner.progress import RichReporter
+    from tracker.service import recover, run_and_store
 
     settings = state.settings()
     try:
@@ -81,25 +81,15 @@ def run(
         raise fail(str(exc)) from None
     url = settings.database_url
     get_engine(url)
-    started: dict[str, Any] = {}
-
-    def on_start(record: RunRecord) -> None:
-        with session_scope(url) as session:
-            started["run"] = store.start_run(session, record)
-
+    recover(settings)
     try:
         with RichReporter(err) as reporter:
-            record = execute(settings, suite_cfg, reporter, on_start)
+            saved = run_and_store(settings, suite_cfg, reporter)
+    except store.Busy as exc:
+        raise fail(f"{exc}; try again when it has finished") from None
     except KeyboardInterrupt:
-        if "run" in started:
-            with session_scope(url) as session:
-                interrupted = started["run"]
-                interrupted.status, interrupted.message = RUN_INTERRUPTED, "stopped by the user"
-                session.add(interrupted)
-                session.commit()
         raise typer.Exit(130) from None
     with session_scope(url) as session:
-        saved = store.save_run(session, record, started.get("run"))
         detail = queries.run_detail(session, saved.id)
     _print_run(detail, as_json)
     if not as_json:
@@ -193,6 +183,28 @@ def show(
     except queries.NotFound as exc:
         raise fail(str(exc)) from None
     _print_run(detail, as_json)
+
+
+@db_app.command("backup")
+def db_backup(
+    path: Annotated[Path, typer.Argument(help="Where to write the copy (a new SQLite file).")],
+) -> None:
+    """A consistent copy of the SQLite database, taken while the service runs (backup API)."""
+    import sqlite3
+
+    url = state.settings().database_url
+    if not url.startswith("sqlite:///"):
+        raise fail("backup is for SQLite databases; use your server's tools otherwise")
+    if path.exists():
+        raise fail(f"{path} exists; choose a new file")
+    get_engine(url)
+    source = sqlite3.connect(url.removeprefix("sqlite:///"))
+    target = sqlite3.connect(path)
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+    out.print(f"backed up {url} to {path}")
 
 
 @db_app.command("upgrade")

@@ -1,22 +1,68 @@
-"""`tracker serve`: the dashboard, API and badges."""
+"""`tracker serve` (web, and by default the scheduler in the same process); `tracker scheduler`."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
 from typing import Annotated
 
 import typer
 
-from tracker.cli.app import app, state
+from tracker.cli.app import app, out, state
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 @app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8000,
+    with_scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--scheduler/--no-scheduler", help="Run the nightly scheduler in this process too."
+        ),
+    ] = True,
 ) -> None:
-    """Serve the dashboard, the JSON API (/api/v1, docs at /docs) and the badges."""
+    """Serve the dashboard, the JSON API (/api/v1, docs at /docs) and the badges. With several web
+    workers, run `--no-scheduler` and one `tracker scheduler` process beside them."""
     import uvicorn
 
     from tracker.web.app import create_app
 
-    uvicorn.run(create_app(state.settings()), host=host, port=port, log_level="info")
+    _logging()
+    settings = state.settings()
+    scheduler = None
+    if with_scheduler:
+        from tracker.scheduler import build
+
+        scheduler = build(settings)
+        scheduler.resume()
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+
+
+@app.command()
+def scheduler() -> None:
+    """Run the nightly scheduler alone (no web), until SIGTERM or Ctrl-C."""
+    from tracker.scheduler import build, next_runs
+
+    _logging()
+    settings = state.settings()
+    sched = build(settings)
+    sched.resume()
+    for suite, when in next_runs(settings).items():
+        out.print(f"{suite}: next run {when.isoformat() if when else 'never'}")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    sched.shutdown(wait=False)

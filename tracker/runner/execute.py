@@ -176,7 +176,8 @@ def execute(
     reporter: Reporter | None = None,
     on_start: Callable[[RunRecord], None] = lambda r: None,
 ) -> RunRecord:
-    """Run the suite once; `on_start` sees the record before tests run (to store it as running)."""
+    """Run the suite once. `on_start` sees the record first, before the checkout moves anything:
+    it stores the `running` row, and refuses (by raising) when the suite is running already."""
     reporter = reporter or Reporter()
     t0 = time.monotonic()
     started = datetime.now(UTC)
@@ -198,17 +199,15 @@ def execute(
         record.finished_at = datetime.now(UTC)
         return record
 
+    on_start(record)
     found = probe(suite, settings.runner)
     record.environment = found.env
     if found.problem:
-        on_start(record)
         return finish(RUN_INFRA, found.problem)
     try:
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
-        on_start(record)
         return finish(RUN_INFRA, f"checkout failed: {exc}")
-    on_start(record)
 
     job = Job(
         python=suite.python,

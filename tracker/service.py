@@ -1,0 +1,155 @@
+"""Running a suite and storing it, the same way from the CLI, the scheduler and `run now`; and
+closing runs that a killed tracker left `running`, with what their reportlogs had written."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from tracker import store
+from tracker.config import Settings, SuiteConfig
+from tracker.db import session_scope
+from tracker.ingest.reportlog import parse_reportlog
+from tracker.models import Run, Runner, Suite
+from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
+from tracker.runner.execute import Reporter, execute
+
+log = logging.getLogger("tracker")
+HOST = socket.gethostname()
+STALE_AFTER = timedelta(days=1)  # a run on another host older than its timeout plus this is dead
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "no results"
+
+
+def run_and_store(
+    settings: Settings, suite: SuiteConfig, reporter: Reporter | None = None, why: str = "cli"
+) -> Run:
+    """One run of `suite`, stored. Raises store.Busy while the suite runs on this runner."""
+    url = settings.database_url
+    started: dict[str, Run] = {}
+
+    def on_start(record: RunRecord) -> None:
+        with session_scope(url) as session:
+            started["run"] = store.start_run(session, record, HOST, os.getpid())
+        log.info("run %s %s on %s: started (%s)", started["run"].id, suite.name, record.runner, why)
+
+    try:
+        record = execute(settings, suite, reporter, on_start)
+    except BaseException:
+        if "run" in started:  # Ctrl-C or a crash of ours: keep what the reportlogs hold
+            with session_scope(url) as session:
+                close_interrupted(
+                    session,
+                    session.get(Run, started["run"].id),
+                    f"the tracker stopped during the run ({why})",
+                )
+        raise
+    with session_scope(url) as session:
+        saved = store.save_run(session, record, started.get("run"))
+    log.info(
+        "run %s %s on %s: %s (%s) in %.0f s",
+        saved.id,
+        suite.name,
+        record.runner,
+        saved.status,
+        _counts(saved.counts),
+        (saved.finished_at - saved.started_at).total_seconds() if saved.finished_at else 0,
+    )
+    return saved
+
+
+def _record_from_artifacts(run: Run, suite: str, runner: str, reason: str) -> RunRecord:
+    record = RunRecord(
+        suite=suite,
+        runner=runner,
+        source=run.source,
+        started_at=run.started_at,
+        finished_at=datetime.now(UTC),
+        commit=run.commit,
+        ref=run.ref,
+        status=RUN_INTERRUPTED,
+        message=reason,
+        artifacts=run.artifacts,
+    )
+    folder = Path(run.artifacts) if run.artifacts else None
+    if folder is None or not folder.is_dir():
+        return record
+    events = folder / "collect.events.jsonl"
+    if events.is_file():
+        for line in events.read_text(encoding="utf-8", errors="replace").splitlines():
+            event = json.loads(line) if line.strip().startswith("{") else {}
+            if event.get("e") == "collected":
+                record.collected = event["nodeids"]
+    logs = sorted(
+        folder.glob("p*.reportlog.jsonl"),
+        key=lambda p: int(re.sub(r"\D", "", p.name.split(".")[0]) or 0),
+    )
+    for path in logs:
+        number = int(re.sub(r"\D", "", path.name.split(".")[0]) or 0)
+        parser = parse_reportlog(path.read_text(encoding="utf-8", errors="replace"))
+        for position, attempt in enumerate(parser.attempts):
+            attempt.process, attempt.position = number, position
+        record.attempts.extend(parser.attempts)
+    return record
+
+
+def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
+    if run is None or run.status != RUN_RUNNING:
+        return
+    suite = session.execute(select(Suite.name).where(Suite.id == run.suite_id)).scalar_one()
+    runner = session.execute(select(Runner.name).where(Runner.id == run.runner_id)).scalar_one()
+    record = _record_from_artifacts(run, suite, runner, reason)
+    store.save_run(session, record, run)
+    log.warning(
+        "run %s %s on %s: closed as interrupted (%s); %d results recovered",
+        run.id,
+        suite,
+        runner,
+        reason,
+        len(record.attempts),
+    )
+
+
+def recover(settings: Settings) -> list[int]:
+    """Close every `running` run whose tracker is gone: on this host its pid is dead; on another
+    host it is older than any run may last."""
+    longest = max([s.run_timeout for s in settings.suites] or [14400])
+    now = datetime.now(UTC)
+    closed = []
+    with session_scope(settings.database_url) as session:
+        for run in session.execute(select(Run).where(Run.status == RUN_RUNNING)).scalars():
+            if run.host == HOST:
+                if run.pid == os.getpid() or _alive(run.pid):
+                    continue
+            elif now - run.started_at < timedelta(seconds=longest) + STALE_AFTER:
+                continue
+            close_interrupted(
+                session,
+                run,
+                f"the tracker (pid {run.pid} on {run.host}) stopped "
+                "during the run; the results it had written are kept",
+            )
+            closed.append(run.id)
+    return closed
