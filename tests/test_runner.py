@@ -184,3 +184,13 @@ def test_git_checkout_is_moved_to_ref_and_its_commit_recorded(run_suite, tmp_pat
     broken = run_suite("test_ids.py", suite_path=repo, ref="no-such-ref")
     assert broken["run"]["status"] == "infra_error"
     assert broken["run"]["message"].startswith("checkout failed")
+
+
+def test_pytest_output_is_bounded(tmp_path):
+    from tracker.runner.process import bound_output
+
+    out = tmp_path / "p0.out"
+    out.write_bytes(b"HEAD" + b"x" * 5_000_000 + b"TAIL")
+    bound_output(out, limit=1000)
+    data = out.read_bytes()
+    assert data.startswith(b"HEAD") and data.endswith(b"TAIL") and len(data) < 1100

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlmodel import Session
 
-from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
+from tracker.models import Attempt, Case, Environment, Result, Run, Runner, RunRequest, Suite
 from tracker.records import FAILING
 
 
@@ -243,3 +243,24 @@ def slowest(session: Session, run_id: int, limit: int = 10) -> list[dict[str, An
         .limit(limit)
     ).all()
     return [dict(zip(("test_id", "nodeid", "duration", "outcome"), r, strict=True)) for r in rows]
+
+
+def busy(session: Session, suite: str, runner: str) -> bool:
+    """A run of the suite on the runner is running, or a `run now` request waits or runs."""
+    running = session.execute(
+        select(Run.id)
+        .join(Suite, Suite.id == Run.suite_id)
+        .join(Runner, Runner.id == Run.runner_id)
+        .where(Suite.name == suite, Runner.name == runner, Run.status == "running")
+        .limit(1)
+    ).first()
+    waiting = session.execute(
+        select(RunRequest.id)
+        .where(
+            RunRequest.suite == suite,
+            RunRequest.runner == runner,
+            RunRequest.state.in_(("queued", "started")),
+        )
+        .limit(1)
+    ).first()
+    return running is not None or waiting is not None

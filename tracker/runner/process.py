@@ -23,6 +23,7 @@ from tracker.records import CRASHED, TIMEOUT, AttemptRecord
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 POLL_S = 0.1
 OUTPUT_TAIL = 8_000
+OUTPUT_MAX = 4 * 1024 * 1024  # pytest output kept per process: its head and its tail
 
 
 def watchdog_limit(test_timeout: float) -> float:
@@ -110,6 +111,31 @@ def output_tail(path: Path, limit: int = OUTPUT_TAIL) -> str:
             return fh.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+
+
+def bound_output(path: Path, limit: int = OUTPUT_MAX) -> None:
+    """A test printing gigabytes must not fill the runner's disk: keep the head and the tail."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size <= limit:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(limit // 4)
+        fh.seek(size - (limit - limit // 4))
+        tail = fh.read()
+    cut = f"\n… [{size - len(head) - len(tail)} bytes of output cut] …\n".encode()
+    path.write_bytes(head + cut + tail)
+
+
+def outputs(artifacts: str | None, limit: int = 20_000) -> list[tuple[str, str]]:
+    """The tail of each pytest process's output of a run, for the run page."""
+    folder = Path(artifacts) if artifacts else None
+    if folder is None or not folder.is_dir():
+        return []
+    files = sorted(folder.glob("*.out"), key=lambda p: (len(p.name), p.name))
+    return [(f.stem, output_tail(f, limit)) for f in files]
 
 
 def _exit_text(code: int) -> str:
@@ -225,6 +251,7 @@ def run_process(
             break
         time.sleep(POLL_S)
 
+    bound_output(output)
     current = watch.running()
     if current:
         if killed == TIMEOUT:

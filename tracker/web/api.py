@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import hmac
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo
 
 from fastapi import (
     APIRouter,
@@ -24,7 +23,9 @@ from pydantic import BaseModel
 from tracker import queries, store
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
 from tracker.analysis.report import Scope
+from tracker.config import ConfigError
 from tracker.ingest import MAX_BYTES, IngestError, decode, load_run
+from tracker.models import RunRequest
 from tracker.web.deps import SessionDep, SettingsDep
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -207,25 +208,19 @@ def promotion(
 
 @router.get("/schedule", response_model=list[ScheduleOut])
 def schedule(settings: SettingsDep) -> list[dict[str, Any]]:
-    from apscheduler.triggers.cron import CronTrigger
+    """Each configured suite's cron and next run (the stored job's, once a scheduler ran)."""
+    from tracker.scheduler import next_runs
 
-    tz = ZoneInfo(settings.timezone)
-    now = datetime.now(tz)
-    out = []
-    for s in settings.suites:
-        nxt = None
-        if s.schedule:
-            fire = CronTrigger.from_crontab(s.schedule, timezone=tz).get_next_fire_time(None, now)
-            nxt = fire.isoformat() if fire else None
-        out.append(
-            {
-                "suite": s.name,
-                "schedule": s.schedule,
-                "timezone": settings.timezone,
-                "next_run": nxt,
-            }
-        )
-    return out
+    upcoming = next_runs(settings)
+    return [
+        {
+            "suite": s.name,
+            "schedule": s.schedule,
+            "timezone": settings.timezone,
+            "next_run": upcoming[s.name].isoformat() if upcoming.get(s.name) else None,
+        }
+        for s in settings.suites
+    ]
 
 
 def require_token(
@@ -284,3 +279,32 @@ async def upload(
         raise HTTPException(400, str(exc)) from None
     saved = store.save_run(session, record)
     return queries.run_detail(session, saved.id)
+
+
+class TriggerOut(BaseModel):
+    request_id: int
+    suite: str
+    runner: str
+    state: str
+
+
+@router.post(
+    "/suites/{suite}/trigger",
+    status_code=202,
+    response_model=TriggerOut,
+    dependencies=[Depends(require_token)],
+)
+def trigger(suite: str, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """Queue a run of a configured suite for the scheduler; refused (409) while one runs or
+    waits."""
+    try:
+        settings.suite(suite)
+    except ConfigError as exc:
+        raise HTTPException(404, str(exc)) from None
+    runner = settings.runner.name
+    if queries.busy(session, suite, runner):
+        raise HTTPException(409, f"{suite} is already running or queued on {runner}")
+    request = RunRequest(suite=suite, runner=runner, state="queued", requested_at=datetime.now(UTC))
+    session.add(request)
+    session.commit()
+    return {"request_id": request.id, "suite": suite, "runner": runner, "state": request.state}

@@ -18,6 +18,7 @@ from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
 from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY
+from tracker.runner.process import outputs
 from tracker.web import svg
 from tracker.web.deps import SessionDep, SettingsDep, templates
 
@@ -50,6 +51,9 @@ def _success_rate(scope: Scope, days: int) -> tuple[float | None, int]:
 
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
+    from tracker.scheduler import next_runs
+
+    upcoming = next_runs(settings)
     cards = []
     for suite, runner in queries.suite_runner_pairs(session):
         scope = Scope(session, settings, suite, runner)
@@ -162,6 +166,7 @@ def run_page(
         kernels=sorted({r["kernel"] for r in detail["results"]}),
         outcome=outcome,
         kernel=kernel,
+        outputs=outputs(detail["run"]["artifacts"]),
     )
 
 
