@@ -73,6 +73,7 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
                 "failing_kernels": [
                     k.kernel for k in scope.kernels() if k.status == KERNEL_FAILING
                 ],
+                "next_run": upcoming.get(suite) if runner == settings.runner.name else None,
             }
         )
     return render(request, "overview.html", cards=cards)
