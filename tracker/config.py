@@ -65,10 +65,8 @@ class SuiteConfig(_Strict):
     @classmethod
     def _valid_cron(cls, expr: str | None) -> str | None:
         if expr is not None:
-            from apscheduler.triggers.cron import CronTrigger
-
             try:
-                CronTrigger.from_crontab(expr)
+                cron_trigger(expr, "UTC")
             except ValueError as exc:
                 raise ValueError(f"not a valid cron expression ({exc})") from None
         return expr
@@ -156,6 +154,20 @@ class Settings(BaseSettings):
                 return suite
         known = ", ".join(s.name for s in suites)
         raise ConfigError(f"unknown suite {name!r}; configured suites: {known}")
+
+
+def cron_trigger(expr: str, tz: str):
+    """Five fields as crontab (`0 22 * * *`); six fields put seconds first (`*/5 * * * * *`,
+    day_of_week then in APScheduler's terms: mon-sun)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    fields = expr.split()
+    if len(fields) == 6:
+        names = ("second", "minute", "hour", "day", "month", "day_of_week")
+        return CronTrigger(timezone=ZoneInfo(tz), **dict(zip(names, fields, strict=True)))
+    if len(fields) != 5:
+        raise ValueError(f"wrong number of fields: {len(fields)} (5, or 6 with seconds first)")
+    return CronTrigger.from_crontab(expr, timezone=ZoneInfo(tz))
 
 
 def example_suite() -> SuiteConfig:

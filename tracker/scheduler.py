@@ -24,7 +24,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tracker import store
-from tracker.config import Settings, SuiteConfig
+from tracker.config import Settings, SuiteConfig, cron_trigger
 from tracker.db import get_engine, session_scope
 from tracker.models import Attempt, Result, Run, RunRequest, RunSlot
 from tracker.service import HOST, log, recover, run_and_store
@@ -37,7 +37,7 @@ def job_id(suite: str, runner: str) -> str:
 
 
 def trigger(suite: SuiteConfig, tz: str) -> CronTrigger:
-    return CronTrigger.from_crontab(suite.schedule, timezone=ZoneInfo(tz))
+    return cron_trigger(suite.schedule, tz)
 
 
 def latest_slot(suite: SuiteConfig, tz: str, now: datetime, grace: int) -> datetime | None:

@@ -1,0 +1,289 @@
+"""A real APScheduler in the test process (and two in separate processes) on a fixture suite,
+with crons that fire every few seconds, against real SQLite files."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from helpers import DATA, SUITES
+from sqlalchemy import select
+
+from tracker import scheduler
+from tracker.config import RunnerConfig, SchedulerConfig, Settings, SuiteConfig
+from tracker.db import session_scope
+from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
+from tracker.service import HOST
+
+TOKEN = "trigger-token-0123456789abcdef"
+
+
+def make_settings(tmp_path, schedule: str | None, grace: int = 60) -> Settings:
+    suite = SuiteConfig(
+        name="ids",
+        path=SUITES / "realities",
+        python=sys.executable,
+        args=["test_ids.py"],
+        schedule=schedule,
+        test_timeout=10,
+        reruns=0,
+        env={"FIXTURE_STATE": str(tmp_path)},
+    )
+    return Settings(
+        database_url=f"sqlite:///{tmp_path / 'sched.db'}",
+        data_dir=tmp_path / "data",
+        runner=RunnerConfig(name="ci", device="cpu"),
+        suites=[suite],
+        token=TOKEN,
+        scheduler=SchedulerConfig(misfire_grace_seconds=grace, poll_seconds=0.5),
+    )
+
+
+def runs(settings) -> list[Run]:
+    with session_scope(settings.database_url) as session:
+        return list(session.execute(select(Run).order_by(Run.started_at)).scalars())
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_runs_fire_and_never_overlap(tmp_path):
+    settings = make_settings(tmp_path, "*/2 * * * * *")
+    sched = scheduler.build(settings)
+    sched.resume()
+    try:
+        assert wait_until(
+            lambda: len([r for r in runs(settings) if r.status != "running"]) >= 3, 30
+        )
+    finally:
+        sched.shutdown(wait=True)
+    done = [r for r in runs(settings) if r.status != "running"]
+    assert all(r.status == "passed" and r.counts == {"passed": 3} for r in done)
+    for before, after in itertools.pairwise(done):
+        assert before.finished_at <= after.started_at  # one at a time
+    with session_scope(settings.database_url) as session:
+        slots = session.execute(select(RunSlot.slot_at)).scalars().all()
+    assert len(slots) == len(set(slots)) >= len(done)
+
+
+def _second_soon(delay: int) -> str:
+    return f"{(datetime.now(UTC) + timedelta(seconds=delay)).second} * * * * *"
+
+
+def test_missed_run_fires_once_after_restart(tmp_path):
+    settings = make_settings(tmp_path, _second_soon(3), grace=60)
+    scheduler.build(settings).shutdown(wait=False)  # the host goes down before the run
+    time.sleep(5)  # ...and misses it
+    sched = scheduler.build(settings)  # boot: the stored job keeps its next run time
+    sched.resume()
+    try:
+        assert wait_until(lambda: any(r.status == "passed" for r in runs(settings)), 20)
+        time.sleep(2)
+    finally:
+        sched.shutdown(wait=True)
+    assert len(runs(settings)) == 1
+
+
+def test_missed_run_beyond_the_grace_is_skipped(tmp_path):
+    settings = make_settings(tmp_path, _second_soon(2), grace=1)
+    scheduler.build(settings).shutdown(wait=False)
+    time.sleep(5)
+    sched = scheduler.build(settings)
+    sched.resume()
+    time.sleep(3)
+    sched.shutdown(wait=True)
+    assert runs(settings) == []
+
+
+def test_stale_running_run_is_closed_on_start(tmp_path):
+    settings = make_settings(tmp_path, None)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    artifacts = tmp_path / "data" / "runs" / "ids" / "old"
+    artifacts.mkdir(parents=True)
+    lines = (DATA / "reportlog_complete.jsonl").read_text().splitlines(keepends=True)
+    (artifacts / "p0.reportlog.jsonl").write_text("".join(lines[:13]))  # killed mid-test
+    with session_scope(settings.database_url) as session:
+        suite, runner = (
+            Suite(name="ids", created_at=datetime.now(UTC)),
+            Runner(name="ci", created_at=datetime.now(UTC)),
+        )
+        session.add_all([suite, runner])
+        session.flush()
+        session.add(
+            Run(
+                suite_id=suite.id,
+                runner_id=runner.id,
+                status="running",
+                source="runner",
+                started_at=datetime.now(UTC),
+                host=HOST,
+                pid=dead.pid,
+                artifacts=str(artifacts),
+            )
+        )
+        session.commit()
+    scheduler.build(settings).shutdown(wait=False)
+    (run,) = runs(settings)
+    assert run.status == "interrupted" and "stopped during the run" in run.message
+    assert run.counts == {"failed": 1, "interrupted": 1, "passed": 1}
+    with session_scope(settings.database_url) as session:
+        assert len(session.execute(select(Result)).all()) == 3
+
+
+def test_two_scheduler_processes_make_one_run_per_slot(tmp_path):
+    settings = make_settings(tmp_path, "*/3 * * * * *")
+    config = tmp_path / "tracker.toml"
+    config.write_text(
+        f'database_url = "{settings.database_url}"\ndata_dir = "{tmp_path / "data"}"\n'
+        f'[runner]\nname = "ci"\ndevice = "cpu"\n[scheduler]\nmisfire_grace_seconds = 60\n'
+        f'[[suites]]\nname = "ids"\npath = "{SUITES / "realities"}"\npython = "{sys.executable}"\n'
+        f'args = ["test_ids.py"]\nschedule = "*/3 * * * * *"\nreruns = 0\n'
+        f'env = {{ FIXTURE_STATE = "{tmp_path}" }}\n'
+    )
+    env = {**os.environ, "TRACKER_CONFIG": str(config)}
+    env.pop("TRACKER_DATABASE_URL", None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tracker.cli", "scheduler"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
+    try:
+        assert wait_until(
+            lambda: len([r for r in runs(settings) if r.status != "running"]) >= 3, 45
+        )
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+    with session_scope(settings.database_url) as session:
+        slots = session.execute(select(RunSlot)).scalars().all()
+    started = runs(settings)
+    assert len({s.slot_at for s in slots}) == len(slots)
+    assert len(started) == len(slots)  # every claimed slot ran once, no slot twice
+    for before, after in itertools.pairwise(started):
+        if before.finished_at:
+            assert before.finished_at <= after.started_at
+
+
+@pytest.fixture
+def api(tmp_path):
+    from tracker.web.app import create_app
+
+    settings = make_settings(tmp_path, None)
+    return settings, TestClient(create_app(settings))
+
+
+def test_trigger_needs_the_token_and_a_configured_suite(api):
+    _, client = api
+    assert client.post("/api/v1/suites/ids/trigger").status_code == 401
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert client.post("/api/v1/suites/nope/trigger", headers=auth).status_code == 404
+
+
+def test_trigger_queues_a_run_and_refuses_while_busy(api):
+    settings, client = api
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    r = client.post("/api/v1/suites/ids/trigger", headers=auth)
+    assert r.status_code == 202 and r.json()["state"] == "queued"
+    assert client.post("/api/v1/suites/ids/trigger", headers=auth).status_code == 409
+    scheduler._settings = settings
+    scheduler.poll_requests()  # what the scheduler process does every few seconds
+    (run,) = runs(settings)
+    assert run.status == "passed"
+    with session_scope(settings.database_url) as session:
+        request = session.execute(select(RunRequest)).scalar_one()
+        assert (request.state, request.run_id) == ("done", run.id)
+        session.add(
+            Run(
+                suite_id=run.suite_id,
+                runner_id=run.runner_id,
+                status="running",
+                source="runner",
+                started_at=datetime.now(UTC),
+                host=HOST,
+                pid=os.getpid(),
+            )
+        )
+        session.commit()
+    assert client.post("/api/v1/suites/ids/trigger", headers=auth).status_code == 409
+
+
+def test_schedule_endpoint_shows_the_next_run(tmp_path):
+    from tracker.web.app import create_app
+
+    settings = make_settings(tmp_path, "0 22 * * *")
+    (entry,) = TestClient(create_app(settings)).get("/api/v1/schedule").json()
+    assert entry["schedule"] == "0 22 * * *"
+    assert entry["next_run"].endswith("22:00:00+00:00")
+
+
+def test_backup_while_the_database_is_in_use(tmp_path):
+    settings = make_settings(tmp_path, None)
+    from tracker.service import run_and_store
+
+    run_and_store(settings, settings.suites[0])
+    env = {**os.environ, "TRACKER_DATABASE_URL": settings.database_url}
+    copy = tmp_path / "copy.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker.cli", "db", "backup", str(copy)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    shutil.copy(copy, tmp_path / "check.db")
+    check = Settings(database_url=f"sqlite:///{tmp_path / 'check.db'}")
+    assert len(runs(check)) == 1
+    again = subprocess.run(
+        [sys.executable, "-m", "tracker.cli", "db", "backup", str(copy)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_retention_prunes_old_results_and_keeps_runs(tmp_path):
+    settings = make_settings(tmp_path, None)
+    settings.scheduler.retention_days = 7
+    from tracker import store
+    from tracker.records import AttemptRecord, RunRecord
+
+    with session_scope(settings.database_url) as session:
+        for age in (30, 1):
+            store.save_run(
+                session,
+                RunRecord(
+                    "ids",
+                    "ci",
+                    "runner",
+                    datetime.now(UTC) - timedelta(days=age),
+                    collected=["t.py::a"],
+                    attempts=[AttemptRecord("t.py::a", "passed")],
+                ),
+            )
+    scheduler._settings = settings
+    scheduler.prune()
+    kept = runs(settings)
+    assert [r.counts for r in kept] == [{"passed": 1}, {"passed": 1}]  # summaries stay
+    with session_scope(settings.database_url) as session:
+        assert [r.run_id for r in session.execute(select(Result)).scalars()] == [kept[1].id]
