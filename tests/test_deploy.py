@@ -1,0 +1,117 @@
+"""The deployment files: the compose file is valid Compose (checked by the compose-spec
+validator after the variable interpolation Compose itself does), mounts what an Ascend container
+needs, and its healthcheck command really passes against a running tracker."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import compose_spec
+import pytest
+import uvicorn
+import yaml
+
+from tracker.config import Settings, load_settings
+from tracker.web.app import create_app
+
+ROOT = Path(__file__).parent.parent
+ASCEND_DEVICES = {"/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"}
+ASCEND_MOUNTS = {"/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver"}
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's `${VAR}`, `${VAR:-default}` and `${VAR:?error}` (an unset required one fails)."""
+
+    def one(m: re.Match) -> str:
+        name, op, arg = m.group(1), m.group(2), m.group(3)
+        if env.get(name):
+            return env[name]
+        if op == ":?":
+            raise ValueError(f"required variable {name} is missing: {arg}")
+        return arg or ""
+
+    return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, text)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    text = interpolate((ROOT / "docker-compose.yml").read_text(), {"TRACKER_TOKEN": "x" * 20})
+    compose_spec.PyCompose.from_yaml(text).validate()  # raises on anything Compose would refuse
+    return yaml.safe_load(text)
+
+
+def test_required_token(compose):
+    with pytest.raises(ValueError, match="TRACKER_TOKEN"):
+        interpolate((ROOT / "docker-compose.yml").read_text(), {})
+
+
+def test_ascend_service(compose):
+    svc = compose["services"]["tracker"]
+    assert svc["profiles"] == ["npu"] and svc["build"]["target"] == "npu"
+    assert svc["ipc"] == "host" and svc["restart"] == "unless-stopped"
+    assert {d.split(":")[0] for d in svc["devices"]} == ASCEND_DEVICES
+    mounts = {v.split(":")[1]: v for v in svc["volumes"]}
+    assert set(mounts) >= ASCEND_MOUNTS
+    assert all(mounts[m].endswith(":ro") for m in ASCEND_MOUNTS)
+    assert "/var/lib/tracker" in mounts and "/etc/tracker/tracker.toml" in mounts
+    assert "/healthz" in " ".join(svc["healthcheck"]["test"])
+
+
+def test_cpu_demo_profile(compose):
+    svc = compose["services"]["tracker-cpu"]
+    assert svc["profiles"] == ["cpu"] and svc["build"]["target"] == "cpu"
+    assert "devices" not in svc
+
+
+def test_named_volumes_are_declared(compose):
+    used = {
+        v.split(":")[0]
+        for s in compose["services"].values()
+        for v in s.get("volumes", [])
+        if not v.startswith(("/", "."))
+    }
+    assert used <= set(compose["volumes"])
+
+
+def test_dockerfile_targets_and_pins():
+    text = (ROOT / "Dockerfile").read_text()
+    assert {"cpu", "npu"} <= set(re.findall(r"^FROM \S+ AS (\w+)", text, re.M))
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for name, arg in (
+        ("torch", "TORCH_VERSION"),
+        ("torch-npu", "TORCH_NPU_VERSION"),
+        ("triton-ascend", "TRITON_ASCEND_VERSION"),
+    ):
+        pinned = re.search(rf'"{name}==([\d.]+)"', pyproject).group(1)
+        assert f"ARG {arg}={pinned}" in text
+
+
+def test_deploy_config_is_valid():
+    settings = load_settings(ROOT / "deploy" / "tracker.toml")
+    assert settings.suites[0].schedule == "0 22 * * *"
+    assert settings.scheduler.retention_days == 180
+
+
+def test_healthcheck_command_passes_against_a_real_server(compose, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'h.db'}"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        cmd = compose["services"]["tracker"]["healthcheck"]["test"][1:]  # drop "CMD"
+        cmd = [sys.executable if c == "python3" else c.replace("8000", str(port)) for c in cmd]
+        assert subprocess.run(cmd, timeout=30).returncode == 0
+    finally:
+        server.should_exit = True
