@@ -4,13 +4,14 @@ calendar days in the configured time zone."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlmodel import Session
 
 from tracker.analysis import history
 from tracker.analysis.clusters import Cluster, clusters
-from tracker.analysis.flaky import CaseStats, analyze
+from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, ranked_flaky
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
 from tracker.config import Settings
@@ -29,6 +30,7 @@ class Scope:
         now: datetime | None = None,
     ) -> None:
         self.session, self.settings = session, settings
+        self.suite, self.runner = suite, runner
         self.suite_id = history.suite_id(session, suite)
         self.runner_id = history.runner_id(session, runner)
         self.tz = ZoneInfo(settings.timezone)
@@ -54,8 +56,34 @@ class Scope:
             a.cascade_min,
         )
 
+    def flaky(self) -> list[CaseStats]:
+        return ranked_flaky(self.stats())
+
+    def broken(self) -> list[CaseStats]:
+        """Broken since a commit, or failing on every run of the window."""
+        return sorted(
+            (s for s in self.stats().values() if s.verdict in (BROKEN, FAILING_VERDICT)),
+            key=lambda s: s.nodeid,
+        )
+
     def kernels(self) -> list[KernelRow]:
         return kernel_table(self.stats())
+
+    def head(self) -> dict[str, Any]:
+        return {"suite": self.suite, "runner": self.runner, "window_days": self.days}
+
+    def flaky_json(self) -> dict[str, Any]:
+        return {
+            **self.head(),
+            "flaky": [s.as_dict() for s in self.flaky()],
+            "broken": [s.as_dict() for s in self.broken()],
+        }
+
+    def kernels_json(self) -> dict[str, Any]:
+        return {**self.head(), "kernels": [k.as_dict() for k in self.kernels()]}
+
+    def clusters_json(self, top: int = 100) -> dict[str, Any]:
+        return {**self.head(), "clusters": [c.as_dict() for c in self.clusters()[:top]]}
 
     def clusters(self) -> list[Cluster]:
         a = self.settings.analysis

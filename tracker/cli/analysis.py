@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracker import quarantine
-from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
+from tracker.analysis.flaky import BROKEN
 from tracker.analysis.history import UnknownName
 from tracker.analysis.kernels import ICONS, markdown
 from tracker.analysis.report import Scope
@@ -80,23 +80,10 @@ def flaky(
                 print(f"--deselect {nodeid}")
         return
     with scope(suite, runner, days) as s:
-        stats = s.stats()
-        ranked = ranked_flaky(stats)
-        broken = sorted(
-            (x for x in stats.values() if x.verdict in (BROKEN, FAILING_VERDICT)),
-            key=lambda x: x.nodeid,
-        )
         if fmt == FlakyFormat.json:
-            _dump(
-                {
-                    "suite": suite,
-                    "runner": runner,
-                    "window_days": s.days,
-                    "flaky": [x.as_dict() for x in ranked],
-                    "broken": [x.as_dict() for x in broken],
-                }
-            )
+            _dump(s.flaky_json())
             return
+        ranked, broken = s.flaky(), s.broken()
     table = Table(
         "#",
         "test",
@@ -144,7 +131,7 @@ def kernels(
     if fmt == KernelFormat.markdown:
         print(markdown(rows, s.days))
     elif fmt == KernelFormat.json:
-        _dump({"suite": suite, "window_days": s.days, "kernels": [r.as_dict() for r in rows]})
+        _dump(s.kernels_json())
     else:
         table = Table("kernel", "status", "tests", f"pass rate {s.days}d", "flaky", "failing")
         for r in rows:
@@ -170,10 +157,10 @@ def clusters(
 ) -> None:
     """Failures grouped by cause (masked error signature), biggest first."""
     with scope(suite, runner, days) as s:
+        if as_json:
+            _dump(s.clusters_json(top))
+            return
         found = s.clusters()[:top]
-    if as_json:
-        _dump({"suite": suite, "window_days": s.days, "clusters": [c.as_dict() for c in found]})
-        return
     for c in found:
         flags = " ".join(
             f
@@ -271,7 +258,7 @@ def quarantine_propose(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonO
     with scope(suite, runner) as s:
         proposals = [
             x
-            for x in ranked_flaky(s.stats())
+            for x in s.flaky()
             if not x.quarantined and max(len(x.evidence.get("rerun", [])), x.failures) >= minimum
         ]
     if as_json:

@@ -21,7 +21,6 @@ from fastapi import (
 from pydantic import BaseModel
 
 from tracker import queries, store
-from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
 from tracker.analysis.report import Scope
 from tracker.config import ConfigError
 from tracker.ingest import MAX_BYTES, IngestError, decode, load_run
@@ -155,16 +154,7 @@ def flaky(
     runner: RunnerQ = None,
     days: Annotated[int | None, Query(ge=1, le=365)] = None,
 ) -> dict[str, Any]:
-    scope = Scope(session, settings, suite, runner, days)
-    stats = scope.stats()
-    broken = [s.as_dict() for s in stats.values() if s.verdict in (BROKEN, FAILING_VERDICT)]
-    return {
-        "suite": suite,
-        "runner": runner,
-        "window_days": scope.days,
-        "flaky": [s.as_dict() for s in ranked_flaky(stats)],
-        "broken": broken,
-    }
+    return Scope(session, settings, suite, runner, days).flaky_json()
 
 
 @router.get("/suites/{suite}/kernels")
@@ -175,24 +165,14 @@ def kernels(
     runner: RunnerQ = None,
     days: Annotated[int | None, Query(ge=1, le=365)] = None,
 ) -> dict[str, Any]:
-    scope = Scope(session, settings, suite, runner, days)
-    return {
-        "suite": suite,
-        "window_days": scope.days,
-        "kernels": [k.as_dict() for k in scope.kernels()],
-    }
+    return Scope(session, settings, suite, runner, days).kernels_json()
 
 
 @router.get("/suites/{suite}/clusters")
 def clusters(
     suite: str, session: SessionDep, settings: SettingsDep, runner: RunnerQ = None
 ) -> dict[str, Any]:
-    scope = Scope(session, settings, suite, runner)
-    return {
-        "suite": suite,
-        "window_days": scope.days,
-        "clusters": [c.as_dict() for c in scope.clusters()[:100]],
-    }
+    return Scope(session, settings, suite, runner).clusters_json()
 
 
 @router.get("/suites/{suite}/promotion")

@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse
 from tracker import quarantine, queries
 from tracker.analysis import history
 from tracker.analysis.clusters import signature
-from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, ranked_flaky
 from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
@@ -112,7 +111,7 @@ def suite_page(
         duration_chart=svg.line_chart(durations, y_format="{:.1f} min"),
         runs=recent,
         kernels=scope.kernels(),
-        flaky=ranked_flaky(scope.stats())[:10],
+        flaky=scope.flaky()[:10],
         clusters=scope.clusters()[:10],
         slowest=queries.slowest(session, last["id"]) if last else [],
         days=scope.days,
@@ -211,18 +210,13 @@ def flaky_page(
     request: Request, suite: str, session: SessionDep, settings: SettingsDep
 ) -> HTMLResponse:
     scope = Scope(session, settings, suite)
-    stats = scope.stats()
-    broken = sorted(
-        (s for s in stats.values() if s.verdict in (BROKEN, FAILING_VERDICT)),
-        key=lambda s: s.nodeid,
-    )
     deselect = "\n".join(f"--deselect {n}" for n in sorted(quarantine.active(session, suite)))
     return render(
         request,
         "flaky.html",
         suite=suite,
-        flaky=ranked_flaky(stats),
-        broken=broken,
+        flaky=scope.flaky(),
+        broken=scope.broken(),
         deselect=deselect,
         days=scope.days,
     )
