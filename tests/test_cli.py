@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SUITES, tracker
+from helpers import DATA, SUITES, TRACKER, tracker
 
 
 def test_run_example_json(tmp_path):
@@ -154,3 +158,29 @@ def test_missing_device_is_an_infra_error(tmp_path):
 def test_db_upgrade(tmp_path):
     proc = tracker(tmp_path, "db", "upgrade")
     assert proc.returncode == 0 and "newest schema" in proc.stdout
+
+
+def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
+    config = SUITE.replace('args = ["test_ids.py"]', 'args = ["test_ids.py", "test_hang.py"]')
+    config += "test_timeout = 120\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    (tmp_path / "tracker.toml").write_text(config)
+    proc = subprocess.Popen(
+        [*TRACKER, "run", "realities"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(6)  # the ids pass, then test_hang sleeps
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    shown = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)
+    assert shown["run"]["status"] == "interrupted"
+    outcomes = {r["nodeid"]: r["outcome"] for r in shown["results"]}
+    assert sum(o == "passed" for o in outcomes.values()) == 3
+    assert outcomes["test_hang.py::test_after_hang"] == "not_run"
+    leftover = subprocess.run(["pgrep", "-f", "tracker_plugin"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""

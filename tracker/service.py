@@ -21,6 +21,7 @@ from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Run, Runner, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
 from tracker.runner.execute import Reporter, execute
+from tracker.runner.process import kill_all
 
 log = logging.getLogger("tracker")
 HOST = socket.gethostname()
@@ -58,6 +59,7 @@ def run_and_store(
     try:
         record = execute(settings, suite, reporter, on_start)
     except BaseException:
+        kill_all()
         if "run" in started:  # Ctrl-C or a crash of ours: keep what the reportlogs hold
             with session_scope(url) as session:
                 close_interrupted(

@@ -7,11 +7,14 @@ Whatever did not run is handed back for the next process.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +91,28 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
     env["TRACKER_FATAL"] = job.fatal_regex
     env.update(tracker_vars)
     return env
+
+
+# The pytest processes run in sessions of their own (so that a kill takes their children too),
+# which also means they outlive us unless we end them: on Ctrl-C, on a crash, at exit.
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def kill_all() -> None:
+    with _live_lock:
+        procs = list(_live)
+    for proc in procs:
+        _kill(proc)
+        proc.wait()
+
+
+atexit.register(kill_all)
 
 
 def pytest_command(job: Job, report: Path, *options: str) -> list[str]:
@@ -224,6 +249,26 @@ def run_process(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    with _live_lock:
+        _live.add(proc)
+    try:
+        return _watch(job, proc, nodeids, name, report, events, output, on_attempt)
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+
+
+def _watch(
+    job: Job,
+    proc: subprocess.Popen,
+    nodeids: list[str],
+    name: str,
+    report: Path,
+    events: Path,
+    output: Path,
+    on_attempt: Callable[[AttemptRecord], None],
+) -> ProcessResult:
+    """Follow the process's two streams until it ends, or kill it on a hang or the run limit."""
     watch = Watch()
     report_tail, event_tail = _Tail(report), _Tail(events)
 
@@ -245,7 +290,7 @@ def run_process(
         elif now > job.deadline:
             killed = "run_timeout"
         if killed:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill(proc)
             code = proc.wait()
             drain()
             break
