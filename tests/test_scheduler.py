@@ -287,3 +287,57 @@ def test_retention_prunes_old_results_and_keeps_runs(tmp_path):
     assert [r.counts for r in kept] == [{"passed": 1}, {"passed": 1}]  # summaries stay
     with session_scope(settings.database_url) as session:
         assert [r.run_id for r in session.execute(select(Result)).scalars()] == [kept[1].id]
+
+
+def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):
+    import json
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "tracker.toml"
+    config.write_text(
+        f'database_url = "sqlite:///{tmp_path / "serve.db"}"\ndata_dir = "{tmp_path / "data"}"\n'
+        f'[runner]\nname = "ci"\ndevice = "cpu"\n'
+        f'[[suites]]\nname = "ids"\npath = "{SUITES / "realities"}"\npython = "{sys.executable}"\n'
+        f'args = ["test_ids.py"]\nschedule = "*/2 * * * * *"\nreruns = 0\n'
+        f'env = {{ FIXTURE_STATE = "{tmp_path}" }}\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracker.cli",
+            "--config",
+            str(config),
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def get(path: str):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return json.loads(r.read())
+
+    def a_run_passed() -> bool:
+        try:
+            return any(r["status"] == "passed" for r in get("/api/v1/suites/ids/runs")["runs"])
+        except OSError:
+            return False
+
+    try:
+        assert wait_until(a_run_passed, 40)
+        (entry,) = get("/api/v1/schedule")
+        assert entry["next_run"] is not None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "run 1 ids on ci: started" in err and "passed (passed 3)" in err  # the log lines
