@@ -146,44 +146,38 @@ def test_detail(test_id: int, session: SessionDep, settings: SettingsDep) -> dic
     }
 
 
-@router.get("/suites/{suite}/flaky")
-def flaky(
+def get_scope(
     suite: str,
     session: SessionDep,
     settings: SettingsDep,
     runner: RunnerQ = None,
     days: Annotated[int | None, Query(ge=1, le=365)] = None,
-) -> dict[str, Any]:
-    return Scope(session, settings, suite, runner, days).flaky_json()
+) -> Scope:
+    """The analysis of a suite (optionally one runner) over a window of days."""
+    return Scope(session, settings, suite, runner, days)
+
+
+ScopeDep = Annotated[Scope, Depends(get_scope)]
+
+
+@router.get("/suites/{suite}/flaky")
+def flaky(scope: ScopeDep) -> dict[str, Any]:
+    return scope.flaky_json()
 
 
 @router.get("/suites/{suite}/kernels")
-def kernels(
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: RunnerQ = None,
-    days: Annotated[int | None, Query(ge=1, le=365)] = None,
-) -> dict[str, Any]:
-    return Scope(session, settings, suite, runner, days).kernels_json()
+def kernels(scope: ScopeDep) -> dict[str, Any]:
+    return scope.kernels_json()
 
 
 @router.get("/suites/{suite}/clusters")
-def clusters(
-    suite: str, session: SessionDep, settings: SettingsDep, runner: RunnerQ = None
-) -> dict[str, Any]:
-    return Scope(session, settings, suite, runner).clusters_json()
+def clusters(scope: ScopeDep) -> dict[str, Any]:
+    return scope.clusters_json()
 
 
 @router.get("/suites/{suite}/promotion")
-def promotion(
-    suite: str, session: SessionDep, settings: SettingsDep, runner: RunnerQ = None
-) -> dict[str, Any]:
-    return {
-        "suite": suite,
-        "runner": runner,
-        **Scope(session, settings, suite, runner).promotion().as_dict(),
-    }
+def promotion(scope: ScopeDep) -> dict[str, Any]:
+    return {"suite": scope.suite, "runner": scope.runner, **scope.promotion().as_dict()}
 
 
 @router.get("/schedule", response_model=list[ScheduleOut])
