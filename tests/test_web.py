@@ -223,3 +223,27 @@ def test_strip_links_every_run(client):
     html = client.get("/").text
     linked = set(re.findall(r'<a href="/runs/(\d+)"><rect', html))
     assert linked >= {"1", "2", "3", "4", "5", "6"}
+
+
+def test_badges_follow_new_runs_through_the_cache(client):
+    from helpers import junit
+
+    def send(outcome: str) -> None:
+        xml = junit({"t.py::a": (outcome, "boom" if outcome == "failed" else None)})
+        r = client.post(
+            "/api/v1/suites/fresh/runs",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            data={"runner": "r"},
+            files={"file": ("j.xml", xml.encode())},
+        )
+        assert r.status_code == 201
+
+    send("passed")
+    for _ in range(2):  # the second answer comes from the cache
+        assert client.get("/badge/fresh.json").json()["message"] == "passed"
+    tag = client.get("/badge/fresh.svg").headers["etag"]
+    send("failed")
+    assert client.get("/badge/fresh.json").json()["message"] == "failed"
+    assert client.get("/badge/fresh.svg", headers={"If-None-Match": tag}).status_code == 200
+    rate = client.get("/badge/fresh.json", params={"metric": "pass-rate"}).json()["message"]
+    assert rate == "50% of 2 runs"

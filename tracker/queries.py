@@ -8,7 +8,17 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlmodel import Session
 
-from tracker.models import Attempt, Case, Environment, Result, Run, Runner, RunRequest, Suite
+from tracker.models import (
+    Attempt,
+    Case,
+    Environment,
+    Quarantine,
+    Result,
+    Run,
+    Runner,
+    RunRequest,
+    Suite,
+)
 from tracker.records import FAILING
 
 
@@ -264,3 +274,21 @@ def busy(session: Session, suite: str, runner: str) -> bool:
         .limit(1)
     ).first()
     return running is not None or waiting is not None
+
+
+def state_stamp(session: Session, suite_id: int) -> tuple:
+    """Changes whenever a run of the suite is added, starts or ends, or the quarantine changes."""
+    runs = session.execute(
+        select(
+            func.max(Run.id),
+            func.count(),
+            func.sum(Run.status == "running"),
+            func.max(Run.finished_at),
+        ).where(Run.suite_id == suite_id)
+    ).one()
+    quarantined = session.execute(
+        select(func.count(), func.max(Quarantine.since))
+        .join(Case, Case.id == Quarantine.test_id)
+        .where(Case.suite_id == suite_id)
+    ).one()
+    return (*runs, *quarantined)

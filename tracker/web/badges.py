@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request, Response
 
 from tracker.analysis.report import Scope
-from tracker.web.badge import Metric, etag, make, svg
+from tracker.web.badge import Metric, cached, etag, svg
 from tracker.web.deps import SessionDep, SettingsDep
 
 router = APIRouter(prefix="/badge", tags=["badges"])
@@ -22,7 +22,7 @@ def badge_svg(
     metric: Metric = Metric.status,
     runner: str | None = Query(None, max_length=200),
 ) -> Response:
-    body = svg(make(Scope(session, settings, suite, runner), suite, runner, metric))
+    body = svg(cached(Scope(session, settings, suite, runner), metric))
     tag = etag(body)
     headers = {"Cache-Control": "no-cache", "ETag": tag}
     if request.headers.get("if-none-match") == tag:
@@ -39,4 +39,4 @@ def badge_json(
     runner: str | None = Query(None, max_length=200),
 ) -> dict:
     """shields.io endpoint schema: schemaVersion, label, message, color, cacheSeconds."""
-    return make(Scope(session, settings, suite, runner), suite, runner, metric).shields()
+    return cached(Scope(session, settings, suite, runner), metric).shields()
