@@ -247,3 +247,30 @@ def test_badges_follow_new_runs_through_the_cache(client):
     assert client.get("/badge/fresh.svg", headers={"If-None-Match": tag}).status_code == 200
     rate = client.get("/badge/fresh.json", params={"metric": "pass-rate"}).json()["message"]
     assert rate == "50% of 2 runs"
+
+
+def test_pages_follow_new_runs_through_the_cache(client):
+    from helpers import junit
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for outcome in ("passed", "failed", "passed", "failed"):
+        xml = junit({"test_k.py::flips": (outcome, "boom" if outcome == "failed" else None)})
+        client.post(
+            "/api/v1/suites/cached/runs",
+            headers=auth,
+            data={"runner": "r"},
+            files={"file": ("j.xml", xml.encode())},
+        )
+        before = client.get("/api/v1/suites/cached/flaky").json()  # cached after this
+        assert before == client.get("/api/v1/suites/cached/flaky").json()
+    assert [f["nodeid"] for f in before["flaky"]] == ["test_k.py::flips"]
+    r = client.post(
+        "/api/v1/suites/cached/runs",
+        headers=auth,
+        data={"runner": "r"},
+        files={"file": ("j.xml", junit({"test_k.py::other": ("passed", None)}))},
+    )
+    assert r.status_code == 201
+    kernels = client.get("/api/v1/suites/cached/kernels").json()["kernels"]
+    assert {k["kernel"] for k in kernels} == {"k"}
+    assert sum(k["tests"] for k in kernels) == 2  # the new run is seen at once

@@ -3,18 +3,58 @@ calendar days in the configured time zone."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlmodel import Session
 
+from tracker import queries
 from tracker.analysis import history
 from tracker.analysis.clusters import Cluster, clusters
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, ranked_flaky
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
 from tracker.config import Settings
+
+
+class StateCache:
+    """Answers that change only when a run of the suite is added, starts or ends, the quarantine
+    changes, or the day turns (streaks, windows): README badges polled all day and pages opened
+    every morning then cost a few cheap queries instead of a 14-day analysis."""
+
+    def __init__(self, size: int = 128) -> None:
+        self.size = size
+        self._data: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, scope: Scope, what: tuple, compute: Callable[[], Any]) -> Any:
+        if scope.pinned:  # an explicit `now` (tests, benchmarks) always computes
+            return compute()
+        key = (
+            scope.settings.database_url,
+            scope.suite_id,
+            scope.runner_id,
+            what,
+            local_day(scope.now, scope.tz),
+            *scope.stamp(),
+        )
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = compute()
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+        return value
+
+
+cache = StateCache()
 
 
 class Scope:
@@ -34,10 +74,17 @@ class Scope:
         self.suite_id = history.suite_id(session, suite)
         self.runner_id = history.runner_id(session, runner)
         self.tz = ZoneInfo(settings.timezone)
+        self.pinned = now is not None
         self.now = now or datetime.now(UTC)
         self.days = days or settings.analysis.flaky_window_days
         self.since = window_start(local_day(self.now, self.tz), self.days, self.tz)
         self._stats: dict[int, CaseStats] | None = None
+        self._stamp: tuple | None = None
+
+    def stamp(self) -> tuple:
+        if self._stamp is None:
+            self._stamp = queries.state_stamp(self.session, self.suite_id)
+        return self._stamp
 
     def stats(self) -> dict[int, CaseStats]:
         if self._stats is None:
@@ -46,14 +93,18 @@ class Scope:
 
     def _analyze(self, since: datetime) -> dict[int, CaseStats]:
         a = self.settings.analysis
-        return analyze(
-            self.session,
-            self.suite_id,
-            self.runner_id,
-            since,
-            self.now,
-            a.cascade_share,
-            a.cascade_min,
+        return cache.get(
+            self,
+            ("stats", since),
+            lambda: analyze(
+                self.session,
+                self.suite_id,
+                self.runner_id,
+                since,
+                self.now,
+                a.cascade_share,
+                a.cascade_min,
+            ),
         )
 
     def flaky(self) -> list[CaseStats]:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 from xml.sax.saxutils import escape
 
-from tracker.analysis.promotion import local_day
-from tracker.analysis.report import Scope
-from tracker.queries import list_runs, state_stamp
+from tracker.analysis.report import Scope, cache
+from tracker.queries import list_runs
 
 
 class Metric(StrEnum):
@@ -74,28 +72,10 @@ def etag(body: str) -> str:
     return '"' + hashlib.sha256(body.encode()).hexdigest()[:20] + '"'
 
 
-_cache: OrderedDict[tuple, Badge] = OrderedDict()
-CACHE_SIZE = 256
-
-
 def cached(scope: Scope, metric: Metric) -> Badge:
-    """README proxies ask for badges all day; the answer only changes when a run starts or
-    ends, the quarantine changes, or the day turns (the promotion streak). Keyed on exactly that,
-    so a badge request is a few cheap queries, not a 14-day analysis."""
-    key = (
-        scope.settings.database_url,
-        scope.suite,
-        scope.runner,
-        metric,
-        local_day(scope.now, scope.tz),
-        *state_stamp(scope.session, scope.suite_id),
+    return cache.get(
+        scope, ("badge", metric), lambda: make(scope, scope.suite, scope.runner, metric)
     )
-    badge = _cache.get(key)
-    if badge is None:
-        badge = _cache[key] = make(scope, scope.suite, scope.runner, metric)
-        if len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return badge
 
 
 def make(scope: Scope, suite: str, runner: str | None, metric: Metric) -> Badge:
