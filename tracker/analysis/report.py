@@ -138,10 +138,14 @@ class Scope:
 
     def clusters(self) -> list[Cluster]:
         a = self.settings.analysis
-        obs = history.observations(
-            self.session, self.suite_id, self.runner_id, self.since, self.now
-        )
-        return clusters(obs, a.cascade_share, a.cascade_min)
+
+        def compute() -> list[Cluster]:
+            obs = history.observations(
+                self.session, self.suite_id, self.runner_id, self.since, self.now
+            )
+            return clusters(obs, a.cascade_share, a.cascade_min)
+
+        return cache.get(self, ("clusters", self.since), compute)
 
     def promotion(self) -> Verdict:
         config = self.settings.promotion

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracker.analysis.report import Scope
-from tracker.web.badge import Metric, cached, etag, svg
+from tracker.web.badge import Badge, Metric, cached, etag, svg
 from tracker.web.deps import SessionDep, SettingsDep
 
 router = APIRouter(prefix="/badge", tags=["badges"])
 
 
-@router.get(
-    "/{suite}.svg", response_class=Response, responses={200: {"content": {"image/svg+xml": {}}}}
-)
-def badge_svg(
-    request: Request,
+def get_badge(
     suite: str,
     session: SessionDep,
     settings: SettingsDep,
     metric: Metric = Metric.status,
     runner: str | None = Query(None, max_length=200),
-) -> Response:
-    body = svg(cached(Scope(session, settings, suite, runner), metric))
+) -> Badge:
+    return cached(Scope(session, settings, suite, runner), metric)
+
+
+BadgeDep = Annotated[Badge, Depends(get_badge)]
+
+
+@router.get(
+    "/{suite}.svg", response_class=Response, responses={200: {"content": {"image/svg+xml": {}}}}
+)
+def badge_svg(request: Request, badge: BadgeDep) -> Response:
+    body = svg(badge)
     tag = etag(body)
     headers = {"Cache-Control": "no-cache", "ETag": tag}
     if request.headers.get("if-none-match") == tag:
@@ -31,12 +39,6 @@ def badge_svg(
 
 
 @router.get("/{suite}.json")
-def badge_json(
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    metric: Metric = Metric.status,
-    runner: str | None = Query(None, max_length=200),
-) -> dict:
+def badge_json(badge: BadgeDep) -> dict:
     """shields.io endpoint schema: schemaVersion, label, message, color, cacheSeconds."""
-    return cached(Scope(session, settings, suite, runner), metric).shields()
+    return badge.shields()
