@@ -28,7 +28,6 @@ ATTEMPT_OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED, CRASHED, T
 FINAL_OUTCOMES = (*ATTEMPT_OUTCOMES, FLAKY, NOT_RUN)
 # a first attempt with one of these is rerun alone and makes a run fail unless the rerun passes
 FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
-OK = frozenset({PASSED, SKIPPED, XFAILED, XPASSED})
 
 # run statuses
 RUN_PASSED, RUN_FLAKY, RUN_FAILED = "passed", "flaky", "failed"
@@ -37,15 +36,6 @@ RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED, RUN_RUNNING = (
     "timed_out",
     "interrupted",
     "running",
-)
-RUN_STATUSES = (
-    RUN_PASSED,
-    RUN_FLAKY,
-    RUN_FAILED,
-    RUN_INFRA,
-    RUN_TIMED_OUT,
-    RUN_INTERRUPTED,
-    RUN_RUNNING,
 )
 
 
