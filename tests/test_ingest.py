@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -162,7 +163,8 @@ XXE = """<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd
             "line 2: not JSON",
         ),
         (b"hello world", "neither a pytest reportlog"),
-        (b"", "neither a pytest reportlog"),
+        (b"", "is empty"),
+        (b"\n  \n", "is empty"),
         (gzip.compress(REPORTLOG.read_bytes())[:200], "truncated gzip"),
         (b'{"$report_type": "SessionStart"}\n', "holds no test results"),
     ],
@@ -189,7 +191,171 @@ def test_gzip_bomb_is_stopped_at_the_limit():
 
 
 def test_junit_nodeid_without_file_attribute():
-    attempts, _ = parse_junit(
-        '<testsuite><testcase classname="tests.unit.TestA.TestB" name="test_x[1]"/></testsuite>'
-    )
+    attempts = parse_junit(
+        '<testsuite name="pytest">'
+        '<testcase classname="tests.unit.TestA.TestB" name="test_x[1]"/></testsuite>'
+    ).attempts
     assert attempts[0].nodeid == "tests/unit.py::TestA::TestB::test_x[1]"
+
+
+def junit_finals(xml: str, tmp_path: Path) -> dict[str, str]:
+    path = tmp_path / "junit.xml"
+    path.write_text(xml, encoding="utf-8")
+    return finals(load(path))
+
+
+def test_junit_outcome_is_the_worst_result_element(tmp_path):
+    # pytest writes <skipped> then <error> for a skipped test whose teardown errors
+    assert junit_finals(
+        """<testsuite name="s">
+        <testcase classname="c" name="skip_then_error"><skipped/><error message="teardown"/>
+        </testcase>
+        <testcase classname="c" name="all_three"><skipped/><failure/><error/></testcase>
+        <testcase classname="c" name="skip_then_failure"><skipped/><failure/></testcase>
+        </testsuite>""",
+        tmp_path,
+    ) == {
+        "s::c::skip_then_error": "error",
+        "s::c::all_three": "error",
+        "s::c::skip_then_failure": "failed",
+    }
+
+
+def test_junit_status_attribute(tmp_path):
+    assert junit_finals(
+        """<testsuite name="factorial">
+        <testcase name="off" status="disabled"/>
+        <testcase name="gtest_off" status="notrun"/>
+        <testcase name="ran" status="run"/>
+        <testcase name="bad" status="failed"/>
+        <testcase name="threw" status="errored"/>
+        <testcase name="off_but_failed" status="disabled"><failure message="x"/></testcase>
+        </testsuite>""",
+        tmp_path,
+    ) == {
+        "factorial::off": "skipped",
+        "factorial::gtest_off": "skipped",
+        "factorial::ran": "passed",
+        "factorial::bad": "failed",
+        "factorial::threw": "error",
+        "factorial::off_but_failed": "failed",  # a failure element is never dropped
+    }
+
+
+def test_junit_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "xunit.xml"
+    path.write_bytes(
+        b"\xef\xbb\xbf" + b'<testsuites><testsuite name="a"><testcase name="t"/>'
+        b"</testsuite></testsuites>"
+    )
+    assert finals(load(path)) == {"a::t": "passed"}
+
+
+def test_junit_same_names_in_different_suites_are_different_tests(tmp_path):
+    # jest-junit: one <testsuite> per file, no file attribute, classname == name
+    assert junit_finals(
+        """<testsuites>
+        <testsuite name="a.test.js"><testcase classname="adds" name="adds"/></testsuite>
+        <testsuite name="b.test.js"><testcase classname="adds" name="adds">
+          <failure>Error: expected 3</failure></testcase></testsuite>
+        <testsuite name="outer"><testsuite name="inner">
+          <testcase classname="K" name="t"/></testsuite></testsuite>
+        </testsuites>""",
+        tmp_path,
+    ) == {"a.test.js::adds": "passed", "b.test.js::adds": "failed", "outer::inner::K::t": "passed"}
+
+
+def test_junit_retries_of_other_tools(tmp_path):
+    path = tmp_path / "retries.xml"
+    path.write_text(
+        """<testsuite name="org.x.T">
+        <testcase classname="org.x.T" name="testng_retry"><skipped/></testcase>
+        <testcase classname="org.x.T" name="testng_retry"><failure message="boom"/></testcase>
+        <testcase classname="org.x.T" name="pass_then_fail"/>
+        <testcase classname="org.x.T" name="pass_then_fail"><failure message="late"/></testcase>
+        <testcase classname="org.x.T" name="always"><failure/></testcase>
+        <testcase classname="org.x.T" name="always"><error/></testcase>
+        <testcase classname="org.x.T" name="surefire"><rerunFailure/><rerunFailure/></testcase>
+        <testcase classname="org.x.T" name="skipped_retry"><skipped/></testcase>
+        <testcase classname="org.x.T" name="skipped_retry"/>
+        </testsuite>"""
+    )
+    record = load(path)
+    by_test = {n: [a.outcome for a in atts] for n, atts in record.by_test().items()}
+    assert by_test["org.x.T::testng_retry"] == ["skipped", "failed"]
+    assert finals(record) == {
+        "org.x.T::testng_retry": "failed",
+        "org.x.T::pass_then_fail": "flaky",
+        "org.x.T::always": "failed",
+        "org.x.T::surefire": "flaky",
+        "org.x.T::skipped_retry": "passed",
+    }
+
+
+def test_junit_testcases_without_names_stay_apart(tmp_path):
+    assert junit_finals(
+        """<testsuites><testsuite><testcase/><testcase><skipped/></testcase>
+        <testcase><failure/></testcase><testcase><error/></testcase></testsuite></testsuites>""",
+        tmp_path,
+    ) == {
+        "(testcase 1)": "passed",
+        "(testcase 2)": "skipped",
+        "(testcase 3)": "failed",
+        "(testcase 4)": "error",
+    }
+
+
+def test_junit_suite_level_error_is_a_result(tmp_path):
+    # a Java class that failed to load: the <error> sits on the suite, there is no testcase
+    assert junit_finals(
+        """<testsuite name="gda.XTest" tests="1" errors="1">
+        <error message="gda/DAServer" type="java.lang.NoClassDefFoundError">trace</error>
+        </testsuite>""",
+        tmp_path,
+    ) == {"gda.XTest": "error"}
+
+
+def test_junit_garbage_times_keep_the_results(tmp_path):
+    assert junit_finals(
+        """<testsuite name="s" time="1967986371"><testcase name="a" time="-345345"/>
+        <testcase name="b" time="NaN"/><testcase name="c" time="1,234.5"/></testsuite>""",
+        tmp_path,
+    ) == {"s::a": "passed", "s::b": "passed", "s::c": "passed"}
+
+
+def test_ingested_duration_is_the_wall_span(tmp_path):
+    # 8 xdist workers: 16 tests of 60 s each in 2 minutes of wall time
+    lines = []
+    for i in range(16):
+        start = 1_780_000_000 + 60 * (i // 8)
+        for when in ("setup", "call", "teardown"):
+            lines.append(
+                json.dumps(
+                    {
+                        "$report_type": "TestReport",
+                        "nodeid": f"t.py::x[{i}]",
+                        "when": when,
+                        "outcome": "passed",
+                        "duration": 60.0 if when == "call" else 0.0,
+                        "start": start,
+                        "stop": start + 60,
+                    }
+                )
+            )
+    path = tmp_path / "xdist.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    record = load(path)
+    assert (record.finished_at - record.started_at).total_seconds() == 120
+    # a pytest JUnit file: the suite's timestamp and time are the session's wall span
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest" time="480.5" timestamp="2026-11-29T22:00:00+08:00">'
+        + "".join(f'<testcase classname="t" name="x{i}" time="60"/>' for i in range(40))
+        + "</testsuite></testsuites>"
+    )
+    record = load(junit)
+    assert record.started_at == datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
+    assert (record.finished_at - record.started_at).total_seconds() == 480.5
+    # an explicit start moves the span, it does not change it
+    moved = load(junit, started_at=datetime(2026, 11, 30, tzinfo=UTC))
+    assert (moved.finished_at - moved.started_at).total_seconds() == 480.5

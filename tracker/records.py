@@ -111,13 +111,15 @@ class RunRecord:
 
 
 def final_outcome(attempts: list[AttemptRecord]) -> str:
-    """The first attempt decides, except that a failure that later passed is flaky."""
+    """The first attempt decides, except that a test with a failed and a passed attempt is flaky
+    (our reruns, or another tool's retries in any order). A skipped attempt before one that ran is
+    a retry as TestNG reports it: the attempt that ran decides."""
     if not attempts:
         return NOT_RUN
-    first = attempts[0].outcome
-    if first in FAILING and any(a.outcome == PASSED for a in attempts[1:]):
+    outcomes = [a.outcome for a in attempts]
+    if PASSED in outcomes and any(o in FAILING for o in outcomes):
         return FLAKY
-    return first
+    return next((o for o in outcomes if o != SKIPPED), outcomes[0])
 
 
 def summarize(

@@ -10,7 +10,7 @@ from sqlalchemy import and_, select
 from sqlmodel import Session
 
 from tracker.models import Attempt, Case, Quarantine, Result, Run, Runner, Suite
-from tracker.records import RUN_RUNNING
+from tracker.records import FAILING, PASSED, RUN_RUNNING, SKIPPED
 
 
 class UnknownName(LookupError):
@@ -121,8 +121,16 @@ def observations(
     if runner is not None:
         query = query.where(Run.runner_id == runner)
     return [
-        Observation(*row[:9], row[9] or row[8], row[10]) for row in session.execute(query).all()
+        Observation(*row[:9], _first(row[9], row[8]), row[10]) for row in session.execute(query)
     ]
+
+
+def _first(first: str | None, final: str) -> str:
+    """The first attempt is the evidence (reruns are the tracker's help), except a skip that a
+    retry followed: TestNG reports its retried attempts as SKIP, the attempt that ran decides."""
+    if first is None or (first == SKIPPED and final in (PASSED, *FAILING)):
+        return final
+    return first
 
 
 @dataclass(frozen=True)

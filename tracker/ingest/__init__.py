@@ -9,6 +9,7 @@ import gzip
 import io
 import zipfile
 import zlib
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -60,10 +61,12 @@ def decode(raw: bytes, name: str, limit: int = MAX_BYTES) -> str:
     if len(raw) > limit:
         raise IngestError(f"{name} is larger than {_mb(limit)}")
     data = _decompress(raw, name, limit)
+    if not data.strip():
+        raise IngestError(f"{name} is empty")
     if b"\x00" in data[:65536]:
         raise IngestError(f"{name} is a binary file, not a reportlog or JUnit XML")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte order mark (xUnit.net, Windows tools) is no text
     except UnicodeDecodeError as exc:
         raise IngestError(f"{name}: not UTF-8 text (invalid byte at offset {exc.start})") from None
 
@@ -78,15 +81,25 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> str:
     return decode(path.read_bytes(), path.name, limit)
 
 
-def parse_results(text: str, name: str) -> tuple[list[AttemptRecord], datetime | None]:
-    """Attempts in the order they happened, and the start time the file states."""
+@dataclass
+class Results:
+    """What a file says: attempts in the order they happened and, where it states them, the wall
+    time its tests spanned."""
+
+    attempts: list[AttemptRecord]
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def parse_results(text: str, name: str) -> Results:
     head = text.lstrip()[:1]
     try:
         if head == "<":
-            return parse_junit(text)
+            parsed = parse_junit(text)
+            return Results(parsed.attempts, parsed.started_at, parsed.finished_at)
         if head == "{":
             parser = parse_reportlog(text)
-            return parser.attempts, parser.first_start
+            return Results(parser.attempts, parser.first_start, parser.last_stop)
     except (JUnitError, ReportLogError) as exc:
         raise IngestError(f"{name}: {exc}") from None
     raise IngestError(f"{name}: neither a pytest reportlog (JSON lines) nor JUnit XML")
@@ -101,25 +114,35 @@ def load_run(
     started_at: datetime | None = None,
     text: str | None = None,
 ) -> RunRecord:
-    """The run a results file describes. Its collected set is what the file mentions."""
+    """The run a results file describes. Its collected set is what the file mentions; its
+    duration is the wall span the file states (first test start to last test stop), else the
+    sum of its test durations, as if they ran one after the other."""
     name = path.name
     text = read_file(path) if text is None else text
-    attempts, file_started = parse_results(text, name)
+    found = parse_results(text, name)
+    attempts = found.attempts
     if not attempts:
         raise IngestError(f"{name}: holds no test results")
     collected = list(dict.fromkeys(a.nodeid for a in attempts))
     for position, attempt in enumerate(attempts):  # one file: one process, in this order
         attempt.process, attempt.position = 0, position
-    started = started_at or file_started or datetime.now(UTC)
-    if started.tzinfo is None:
+    if started_at is not None and started_at.tzinfo is None:
         raise IngestError("--started-at needs a time zone offset, e.g. 2026-11-30T22:00:00+08:00")
+    if found.started_at and found.finished_at and found.finished_at >= found.started_at:
+        span = found.finished_at - found.started_at
+    else:
+        span = timedelta(seconds=sum(a.duration for a in attempts))
+    started = (started_at or found.started_at or datetime.now(UTC)).astimezone(UTC)
+    try:
+        finished = started + span
+    except OverflowError:
+        raise IngestError(f"{name}: its times add up to no real time span") from None
     return RunRecord(
         suite=suite,
         runner=runner,
         source="ingest",
-        started_at=started.astimezone(UTC),
-        # a file says how long its tests took, not when it ended: a sequential estimate
-        finished_at=started.astimezone(UTC) + timedelta(seconds=sum(a.duration for a in attempts)),
+        started_at=started,
+        finished_at=finished,
         commit=commit,
         collected=collected,
         attempts=attempts,

@@ -1,11 +1,29 @@
-"""JUnit XML (pytest's --junitxml, pytest-rerunfailures, the files GitHub Actions jobs upload)
--> attempts. Parsed with defusedxml: entity expansion, DTDs and external references are refused.
+"""JUnit XML as the world writes it (pytest, pytest-rerunfailures, Surefire, TestNG, jest-junit,
+mocha, gotestsum, Catch2, phpunit, bazel, ...) -> attempts. Parsed with defusedxml: entity
+expansion, DTDs and external references are refused.
+
+The rules, and why (bench/README.md judges every file of a 118-file corpus by them):
+- identity: `file` + classname + name when the testcase has a file; without one, the enclosing
+  `<testsuite>` names come first, so equal classname/name pairs in different suites (jest-junit,
+  nested phpunit suites) stay different tests. pytest's own suite (named `pytest`) adds nothing and
+  its dotted classname is the module path, so pytest ids come out as pytest's nodeids;
+- a testcase's outcome is the worst of its result elements (`<skipped/>` then `<error>` is pytest's
+  skipped test that errored in teardown: an error); `status="disabled"` or `notrun` without any
+  result element is skipped;
+- the same test written several times in one file is another tool's retries: each is an attempt,
+  in file order (TestNG reports retried attempts as SKIP; Surefire writes rerun elements);
+- a testcase without a name is its own test, numbered in its suite;
+- an `<error>` or `<failure>` directly under a `<testsuite>` (a class that failed to load) is an
+  `error` result of that suite.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
@@ -25,24 +43,71 @@ _RERUN_TAGS = {
     "rerunError": ERROR,
     "flakyError": ERROR,
 }
+_RESULT_TAGS = {"skipped": SKIPPED, "failure": FAILED, "error": ERROR}
+_SEVERITY = {PASSED: 0, SKIPPED: 1, XFAILED: 1, FAILED: 2, TIMEOUT: 2, ERROR: 3}
+_STATUS = {  # the `status` attribute of tst, gtest and Catch2 files, when no element says more
+    "disabled": SKIPPED,
+    "notrun": SKIPPED,
+    "skipped": SKIPPED,
+    "failed": FAILED,
+    "errored": ERROR,
+}
+MAX_SECONDS = 366 * 24 * 3600.0
 
 
-def nodeid_of(case: Element) -> str:
-    """Rebuild pytest's nodeid: classname is the module path with dots, then any Test classes."""
-    name = case.get("name") or "(unnamed)"
-    classname = case.get("classname") or ""
+@dataclass
+class JUnitFile:
+    attempts: list[AttemptRecord]
+    started_at: datetime | None  # the earliest suite timestamp
+    finished_at: datetime | None  # the latest suite timestamp + its time
+
+
+def _seconds(value: str | None) -> float | None:
+    """A `time` attribute. Tools write garbage here (negative times, epoch seconds): the
+    results still count, the duration is unknown."""
+    try:
+        seconds = float((value or "").replace(",", ""))
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS else None
+
+
+def _timestamp(value: str | None) -> datetime | None:
+    """Suite timestamps in the shapes tools write (`Z`, ` UTC`, a space after `T`, date only).
+    Without an offset the time is the writer's local time, taken as this machine's."""
+    if not value:
+        return None
+    text = re.sub(r"\s*(Z|UTC)$", "+00:00", value.strip()).replace("T ", "T")
+    try:
+        parsed = datetime.fromisoformat(text)
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _pytest_path(classname: str) -> tuple[str | None, list[str]]:
+    """pytest's classname is the module path with dots, then any Test classes."""
     parts = [p for p in classname.split(".") if p]
     classes: list[str] = []
     while parts and parts[-1][:1].isupper():
         classes.insert(0, parts.pop())
+    return ("/".join(parts) + ".py" if parts else None), classes
+
+
+def nodeid_of(case: Element, suites: list[str], number: int) -> str:
+    name = case.get("name") or f"(testcase {number})"
+    classname = case.get("classname") or case.get("class") or ""
     file = case.get("file")
     if file:
-        path = file.replace("\\", "/")
-    elif parts:
-        path = "/".join(parts) + ".py"
-    else:
-        return "::".join([*classes, name]) or name
-    return "::".join([path, *classes, name])
+        _, classes = _pytest_path(classname)
+        return "::".join([file.replace("\\", "/"), *classes, name])
+    if suites and suites[-1] == "pytest":
+        path, classes = _pytest_path(classname)
+        return "::".join([p for p in (path, *classes) if p] + [name])
+    scope = [s for s in suites if s != classname]
+    if classname and classname != name:
+        scope.append(classname)
+    return "::".join([*scope, name])
 
 
 def _text(el: Element) -> str:
@@ -51,37 +116,79 @@ def _text(el: Element) -> str:
     return f"{message}\n{body}".strip() if body and body != message else message or body
 
 
-def _attempts_of(case: Element) -> list[AttemptRecord]:
-    nodeid = nodeid_of(case)
-    try:
-        duration = float(case.get("time") or 0.0)
-    except ValueError:
-        raise JUnitError(
-            f"testcase {nodeid!r}: time={case.get('time')!r} is not a number"
-        ) from None
+def _outcome_of(el: Element) -> str:
+    outcome = _RESULT_TAGS[el.tag]
+    if outcome == SKIPPED and el.get("type") == "pytest.xfail":
+        return XFAILED
+    if outcome == FAILED and (el.get("message") or "").startswith("Failed: Timeout"):
+        return TIMEOUT  # pytest-timeout
+    return outcome
+
+
+def _attempts_of(case: Element, nodeid: str) -> list[AttemptRecord]:
+    """The rerun elements, then the testcase's own result: the worst of its result elements."""
+    duration = _seconds(case.get("time")) or 0.0
     attempts = [
         AttemptRecord(nodeid, outcome, 0.0, el.get("message"), _text(el))
         for el in case
         if (outcome := _RERUN_TAGS.get(el.tag))
     ]
-    outcome, message, longrepr = PASSED, None, None
-    for el in case:
-        if el.tag in ("failure", "error"):
-            outcome = FAILED if el.tag == "failure" else ERROR
-            message, longrepr = el.get("message"), _text(el)
-            if message and message.startswith("Failed: Timeout"):
-                outcome = TIMEOUT
-            break
-        if el.tag == "skipped":
-            outcome = XFAILED if el.get("type") == "pytest.xfail" else SKIPPED
-            message = el.get("message")
-            break
-    attempts.append(AttemptRecord(nodeid, outcome, duration, message, longrepr))
+    results = [el for el in case if el.tag in _RESULT_TAGS]
+    if results:
+        worst = max(results, key=lambda el: _SEVERITY[_outcome_of(el)])
+        outcome, message, longrepr = _outcome_of(worst), worst.get("message"), _text(worst)
+    else:
+        outcome = _STATUS.get((case.get("status") or "").lower(), PASSED)
+        message = longrepr = None
+    attempts.append(AttemptRecord(nodeid, outcome, duration, message, longrepr or None))
     return attempts
 
 
-def parse_junit(text: str) -> tuple[list[AttemptRecord], datetime | None]:
-    """Attempts in file order, and the first suite's timestamp if it has one."""
+class _Reader:
+    def __init__(self) -> None:
+        self.attempts: list[AttemptRecord] = []
+        self.spans: list[tuple[datetime, datetime]] = []
+
+    def suite(self, el: Element, suites: list[str]) -> None:
+        path = [*suites, el.get("name") or ""] if el.tag == "testsuite" else suites
+        where = "::".join(p for p in path if p) or "testsuite"
+        if (start := _timestamp(el.get("timestamp"))) is not None:
+            seconds = _seconds(el.get("time")) or 0.0
+            with contextlib.suppress(OverflowError):  # year 9999 + a day: no span
+                self.spans.append((start, start + timedelta(seconds=seconds)))
+        named = [p for p in path if p]
+        number = 0
+        for child in el:
+            if child.tag in ("testsuite", "testsuites"):
+                self.suite(child, path)
+            elif child.tag == "testcase":
+                number += 1
+                self.case(child, named, number)
+            elif child.tag in ("error", "failure"):  # the suite itself failed (a class load)
+                self.attempts.append(
+                    AttemptRecord(where, ERROR, 0.0, child.get("message"), _text(child) or None)
+                )
+
+    def case(self, el: Element, suites: list[str], number: int) -> None:
+        nodeid = nodeid_of(el, suites, number)
+        new = _attempts_of(el, nodeid)
+        last = self.attempts[-1] if self.attempts else None
+        # old pytest writes a second <testcase> for a teardown error of a test that passed
+        if (
+            last
+            and last.nodeid == nodeid
+            and last.outcome == PASSED
+            and len(new) == 1
+            and new[0].outcome == ERROR
+            and "teardown" in (new[0].message or "")
+        ):
+            last.outcome, last.message, last.longrepr = ERROR, new[0].message, new[0].longrepr
+            return
+        self.attempts.extend(new)
+
+
+def parse_junit(text: str) -> JUnitFile:
+    """Attempts in file order, and the wall span the suites' timestamps and times state."""
     try:
         root = SafeET.fromstring(text, forbid_dtd=True)
     except DefusedXmlException as exc:
@@ -92,23 +199,10 @@ def parse_junit(text: str) -> tuple[list[AttemptRecord], datetime | None]:
         raise JUnitError(f"not well-formed XML ({exc})") from None
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitError(f"not a JUnit report: the root element is <{root.tag[:50]}>")
-    attempts: list[AttemptRecord] = []
-    for case in root.iter("testcase"):
-        new = _attempts_of(case)
-        last = attempts[-1] if attempts else None
-        # old pytest writes a second <testcase> for a teardown error of the same test
-        if last and last.nodeid == new[0].nodeid and len(new) == 1 and new[0].outcome == ERROR:
-            if last.outcome == PASSED:
-                last.outcome, last.message, last.longrepr = ERROR, new[0].message, new[0].longrepr
-            continue
-        attempts.extend(new)
-    started = None
-    first_suite = root if root.tag == "testsuite" else root.find("testsuite")
-    stamp = first_suite.get("timestamp") if first_suite is not None else None
-    if stamp:
-        try:
-            parsed = datetime.fromisoformat(re.sub(r"Z$", "+00:00", stamp))
-            started = parsed if parsed.tzinfo else parsed.astimezone().astimezone(UTC)
-        except ValueError:
-            started = None
-    return attempts, started
+    reader = _Reader()
+    reader.suite(root, [])
+    if not reader.spans:
+        return JUnitFile(reader.attempts, None, None)
+    return JUnitFile(
+        reader.attempts, min(s for s, _ in reader.spans), max(e for _, e in reader.spans)
+    )

@@ -72,6 +72,16 @@ def _longrepr_text(longrepr: Any) -> str | None:
     return "\n".join(parts).strip() or None
 
 
+def _moment(value: Any) -> datetime | None:
+    """A report's epoch seconds; a value no clock gives is no time at all."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def _is_timeout(message: str | None) -> bool:
     # pytest-timeout fails the test with "Failed: Timeout (>Ns) from pytest-timeout."
     return bool(message) and message.startswith("Failed: Timeout")
@@ -96,6 +106,7 @@ class ReportLogParser:
         self.finished = False  # SessionFinish seen: pytest ended on its own
         self.exitstatus: int | None = None
         self.first_start: datetime | None = None
+        self.last_stop: datetime | None = None  # with first_start: the wall span of the file
         self._open: dict[str, _Open] = {}
 
     def feed_line(self, line: str, lineno: int = 0) -> AttemptRecord | None:
@@ -131,15 +142,18 @@ class ReportLogParser:
             duration = float(data.get("duration") or 0.0)
         except (KeyError, TypeError, ValueError):
             raise ReportLogError(f"line {lineno}: TestReport without nodeid/when/outcome") from None
-        start = data.get("start")
-        started = datetime.fromtimestamp(start, UTC) if isinstance(start, int | float) else None
+        started = _moment(data.get("start"))
+        stopped = _moment(data.get("stop"))
+        if stopped and (self.last_stop is None or stopped > self.last_stop):
+            self.last_stop = stopped
         longrepr = data.get("longrepr")
         cur = self._open.get(nodeid)
         if when == "setup" or cur is None:
             if cur is not None:  # a new setup while one is open: the earlier one never ended
                 self._done(cur, INTERRUPTED)
             cur = self._open[nodeid] = _Open(nodeid, None, 0.0, started)
-            self.first_start = self.first_start or started
+            if started and (self.first_start is None or started < self.first_start):
+                self.first_start = started
         cur.duration += duration
         cur.wasxfail = cur.wasxfail or "wasxfail" in data
         failed = outcome in ("failed", "rerun")
