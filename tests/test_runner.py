@@ -9,6 +9,9 @@ import subprocess
 import pytest
 from helpers import SUITES, outcomes
 
+from tracker.analysis.report import Scope
+from tracker.db import session_scope
+
 OUTCOMES = {
     "test_outcomes.py::test_pass": ("passed", ["passed"]),
     "test_outcomes.py::test_fail": ("failed", ["failed", "failed"]),
@@ -115,7 +118,10 @@ def test_run_timeout_keeps_what_finished(run_suite):
     assert detail["run"]["status"] == "timed_out"
     got = outcomes(detail)
     assert got["test_hang.py::test_hang"] == ("timeout", ["timeout"])
-    assert got["test_hang.py::test_hard_hang"][0] == "timeout"
+    # cut by the run's limit, not by its own: no failure of the test
+    assert got["test_hang.py::test_hard_hang"] == ("interrupted", ["interrupted"])
+    cut = next(r for r in detail["results"] if r["nodeid"] == "test_hang.py::test_hard_hang")
+    assert "the run's time limit" in cut["attempts"][0]["message"]
     assert got["test_outcomes.py::test_pass"] == ("not_run", [])
     assert detail["run"]["expected"] == 9
 
@@ -194,3 +200,16 @@ def test_pytest_output_is_bounded(tmp_path):
     bound_output(out, limit=1000)
     data = out.read_bytes()
     assert data.startswith(b"HEAD") and data.endswith(b"TAIL") and len(data) < 1100
+
+
+def test_run_limit_cut_does_not_fail_its_kernel(run_suite, settings):
+    detail = run_suite(
+        "test_hang.py", run_timeout=2.5, reruns=0, deselect=["test_hang.py::test_hang"]
+    )
+    assert detail["run"]["status"] == "timed_out"
+    assert outcomes(detail)["test_hang.py::test_hard_hang"][0] == "interrupted"
+    with session_scope(settings.database_url) as session:
+        scope = Scope(session, settings, "realities")
+        kernels = {k.kernel: k.status for k in scope.kernels()}
+        assert kernels == {"hang": "not run"}
+        assert scope.broken() == [] and scope.flaky() == []

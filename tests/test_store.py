@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import func, select, text
 from sqlmodel import SQLModel
 
 from tracker import store
-from tracker.db import get_engine, session_scope
+from tracker.db import get_engine, migrations_dir, session_scope
 from tracker.models import Attempt, Case, Result, Run
 from tracker.records import AttemptRecord, RunRecord
 
@@ -82,3 +84,50 @@ def test_environment_is_shared_by_fingerprint(settings):
         c.environment = {**env, "torch": "2.7.0"}
         ids = [store.save_run(session, r).environment_id for r in (a, b, c)]
     assert ids[0] == ids[1] != ids[2]
+
+
+def test_old_run_limit_cuts_become_interrupted(settings):
+    """Databases written before run-limit cuts were `interrupted` get them corrected on start."""
+    engine = get_engine(settings.database_url)
+    cut = "the run's time limit was reached during this test\n----- last output -----"
+    record = RunRecord(
+        suite="s",
+        runner="r",
+        source="runner",
+        started_at=datetime(2026, 11, 29, tzinfo=UTC),
+        collected=["t.py::slow", "t.py::ok", "t.py::hang"],
+        attempts=[
+            AttemptRecord("t.py::ok", "passed"),
+            AttemptRecord("t.py::hang", "timeout", message="Timeout (>900.0s)"),
+            AttemptRecord("t.py::slow", "timeout", message=cut),
+        ],
+        status="timed_out",
+    )
+    with session_scope(settings.database_url) as session:
+        run_id = store.save_run(session, record).id
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    with engine.begin() as conn:  # as a database of the old version would be
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    get_engine.cache_clear()
+    with session_scope(settings.database_url) as session:
+        run = session.get(Run, run_id)
+        assert run.counts == {"interrupted": 1, "passed": 1, "timeout": 1}
+        assert run.status == "timed_out"
+        outcomes = dict(
+            session.execute(
+                select(Case.nodeid, Result.outcome).join(Result, Result.test_id == Case.id)
+            ).all()
+        )
+        assert outcomes == {
+            "t.py::ok": "passed",
+            "t.py::hang": "timeout",
+            "t.py::slow": "interrupted",
+        }
+        assert (
+            session.execute(
+                select(Attempt.outcome).where(Attempt.message.startswith("the run's"))
+            ).scalar()
+            == "interrupted"
+        )

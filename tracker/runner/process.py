@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.ingest.reportlog import ReportLogParser
-from tracker.records import CRASHED, TIMEOUT, AttemptRecord
+from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, AttemptRecord
 
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 POLL_S = 0.1
@@ -305,7 +305,9 @@ def _watch(
             why = "the run's time limit was reached during this test"
         else:
             why = f"the test process died ({_exit_text(code)})"
-        watch.blame(current[0], CRASHED if killed is None else TIMEOUT, why, output_tail(output))
+        # a test the run's limit cut did not fail: it is interrupted, no evidence either way
+        outcome = {None: CRASHED, TIMEOUT: TIMEOUT}.get(killed, INTERRUPTED)
+        watch.blame(current[0], outcome, why, output_tail(output))
     for attempt in watch.done:
         attempt.position = watch.positions.get(attempt.nodeid)
         attempt.worker = name
