@@ -121,6 +121,17 @@ def test_quarantine_keeps_running_but_stops_failing_runs(nights):
     )["run"]
     assert run["status"] == "passed"  # both failures are quarantined
     assert run["counts"] == {"failed": 2, "passed": 1}  # and still recorded
+    assert run["quarantined_failures"] == 2  # and "passed" does not hide them
+    shown = tracker(nights, "show", "last").stdout
+    assert "passed (2 quarantined failures)" in shown
+    assert f"{B}  [quarantined]" in shown
+    assert "passed (2 quarantined failures)" in tracker(nights, "runs", "--limit", "1").stdout
+    detail = json.loads(tracker(nights, "show", "last", "--json").stdout)
+    assert {r["nodeid"]: r["quarantined"] for r in detail["results"]} == {
+        A: False,
+        B: True,
+        C: True,
+    }
     listed = json.loads(
         tracker(nights, "quarantine", "list", "--suite", "transformers", "--json").stdout
     )
@@ -129,6 +140,18 @@ def test_quarantine_keeps_running_but_stops_failing_runs(nights):
     assert {k["kernel"]: k["status"] for k in json.loads(kernels)["kernels"]}["mlp"] == "stable"
     assert tracker(nights, "quarantine", "remove", "--suite", "transformers", B).returncode == 0
     assert tracker(nights, "quarantine", "remove", "--suite", "transformers", B).returncode == 2
+
+
+def test_quarantine_refuses_ids_the_suite_never_recorded(nights):
+    typo = B.replace("falcon", "falcom")
+    proc = tracker(nights, "quarantine", "add", "--suite", "transformers", typo, "--reason", "x")
+    assert proc.returncode == 2
+    assert "never recorded" in proc.stderr and repr(B) in proc.stderr  # the likely meant id
+    assert "quarantined" not in tracker(nights, "show", "last").stdout
+    forced = [typo, "--reason", "from the old deselect list", "--force"]
+    assert tracker(nights, "quarantine", "add", "--suite", "transformers", *forced).returncode == 0
+    listed = tracker(nights, "quarantine", "list", "--suite", "transformers", "--json").stdout
+    assert [q["nodeid"] for q in json.loads(listed)["quarantined"]] == [typo]
 
 
 def test_promotion_exit_codes(tmp_path):

@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import func, select, text
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, create_engine
 
 from tracker import store
 from tracker.db import get_engine, migrations_dir, session_scope
@@ -86,48 +86,49 @@ def test_environment_is_shared_by_fingerprint(settings):
     assert ids[0] == ids[1] != ids[2]
 
 
-def test_old_run_limit_cuts_become_interrupted(settings):
-    """Databases written before run-limit cuts were `interrupted` get them corrected on start."""
-    engine = get_engine(settings.database_url)
-    cut = "the run's time limit was reached during this test\n----- last output -----"
-    record = RunRecord(
-        suite="s",
-        runner="r",
-        source="runner",
-        started_at=datetime(2026, 11, 29, tzinfo=UTC),
-        collected=["t.py::slow", "t.py::ok", "t.py::hang"],
-        attempts=[
-            AttemptRecord("t.py::ok", "passed"),
-            AttemptRecord("t.py::hang", "timeout", message="Timeout (>900.0s)"),
-            AttemptRecord("t.py::slow", "timeout", message=cut),
-        ],
-        status="timed_out",
-    )
-    with session_scope(settings.database_url) as session:
-        run_id = store.save_run(session, record).id
+def test_old_databases_are_corrected_on_upgrade(tmp_path):
+    """A database of the version before: run-limit cuts stored as `timeout` become `interrupted`,
+    and results since a test's quarantine began are marked quarantined."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    with engine.begin() as conn:  # as a database of the old version would be
+    old = create_engine(url)
+    with old.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0003")
-    get_engine.cache_clear()
-    with session_scope(settings.database_url) as session:
-        run = session.get(Run, run_id)
+        command.upgrade(cfg, "0003")
+        for sql in (
+            "INSERT INTO suite VALUES (1, 's', '2026-11-01 00:00:00')",
+            "INSERT INTO runner VALUES (1, 'r', '2026-11-01 00:00:00')",
+            "INSERT INTO run (id, suite_id, runner_id, status, source, started_at, expected,"
+            " counts) VALUES (1, 1, 1, 'timed_out', 'runner', '2026-11-29 00:00:00', 3,"
+            ' \'{"passed": 1, "timeout": 2}\')',
+            "INSERT INTO test_case VALUES (1, 1, 't.py::ok', 't.py', 't'),"
+            " (2, 1, 't.py::hang', 't.py', 't'), (3, 1, 't.py::slow', 't.py', 't')",
+            "INSERT INTO result (id, run_id, test_id, outcome, duration, attempts) VALUES"
+            " (1, 1, 1, 'passed', 0, 1), (2, 1, 2, 'timeout', 0, 1), (3, 1, 3, 'timeout', 0, 1)",
+            "INSERT INTO attempt (run_id, test_id, number, outcome, duration, isolated, message)"
+            " VALUES (1, 1, 1, 'passed', 0, 0, NULL),"
+            " (1, 2, 1, 'timeout', 0, 0, 'Failed: Timeout (>900.0s) from pytest-timeout.'),"
+            " (1, 3, 1, 'timeout', 0, 0, 'the run''s time limit was reached during this test')",
+            "INSERT INTO quarantine (test_id, reason, since, by) VALUES"
+            " (2, 'hangs', '2026-11-28 00:00:00', 'me')",
+        ):
+            conn.execute(text(sql))
+    old.dispose()
+    with session_scope(url) as session:
+        run = session.get(Run, 1)
         assert run.counts == {"interrupted": 1, "passed": 1, "timeout": 1}
-        assert run.status == "timed_out"
-        outcomes = dict(
-            session.execute(
-                select(Case.nodeid, Result.outcome).join(Result, Result.test_id == Case.id)
-            ).all()
-        )
-        assert outcomes == {
-            "t.py::ok": "passed",
-            "t.py::hang": "timeout",
-            "t.py::slow": "interrupted",
-        }
-        assert (
-            session.execute(
-                select(Attempt.outcome).where(Attempt.message.startswith("the run's"))
-            ).scalar()
-            == "interrupted"
+        assert run.status == "timed_out" and run.quarantined_failures == 1
+        rows = session.execute(
+            select(Case.nodeid, Result.outcome, Result.quarantined).join(
+                Result, Result.test_id == Case.id
+            )
+        ).all()
+        assert sorted(rows) == [
+            ("t.py::hang", "timeout", True),
+            ("t.py::ok", "passed", False),
+            ("t.py::slow", "interrupted", False),
+        ]
+        assert session.execute(select(Attempt.outcome).where(Attempt.test_id == 3)).scalar() == (
+            "interrupted"
         )

@@ -57,6 +57,22 @@ def test_pages(client, path):
     assert "cdn" not in r.text.lower() and "https://" not in r.text
 
 
+def test_quarantined_failures_are_in_plain_sight(client):
+    run = client.get("/runs/4").text  # passed only because the rope failure is quarantined
+    assert re.search(r"passed</span> <span class=\"tag\"[^>]*>1 quarantined failure<", run)
+    row = re.search(r"test_rope\[fp32\]</a></td><td>rope</td><td>(.*?)</td>", run)
+    assert row and "quarantined" in row.group(1)
+    cards = client.get("/").text.split('class="card"')[1:]
+    card = next(c for c in cards if "on a2-910b4" in c)
+    assert "1 quarantined failure" in card
+    assert "1 quarantined failure" in client.get("/suites/transformers").text
+    api = client.get("/api/v1/runs/4").json()
+    assert api["run"]["status"] == "passed" and api["run"]["quarantined_failures"] == 1
+    assert [r["nodeid"] for r in api["results"] if r["quarantined"]] == [
+        "test/transformers/test_rope.py::test_rope[fp32]"
+    ]
+
+
 def test_hostile_text_is_escaped(client):
     evil_id = next(
         t for t in client.get("/api/v1/runs/2").json()["results"] if "test_evil" in t["nodeid"]
@@ -99,6 +115,7 @@ def test_api_shapes(client):
         "kernel",
         "outcome",
         "duration",
+        "quarantined",
         "attempts",
     }
     failed = client.get("/api/v1/runs/6/results", params={"outcome": "failed"}).json()
@@ -193,7 +210,7 @@ def test_upload_refused_without_a_server_token(tmp_path):
         (b"<testsuite><testcase name='x'>", 400, "not well-formed XML"),
         (b"\x00\x01\x02" * 100, 400, "binary file"),
         (b'<!DOCTYPE x [<!ENTITY a "aaaa">]><testsuite/>', 400, "forbidden construct"),
-        (b"", 400, "neither"),
+        (b"", 400, "is empty"),
     ],
 )
 def test_bad_uploads_store_nothing(client, content, status, detail):

@@ -83,6 +83,9 @@ class Run(SQLModel, table=True):
     started_at: datetime
     finished_at: datetime | None = None
     expected: int = 0  # tests collected
+    # failing or flaky tests that were quarantined when the run was stored: they did not decide
+    # its status, and "passed" must not hide them
+    quarantined_failures: int = 0
     counts: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     message: str | None = None  # why the run is infra_error / timed_out / interrupted
     artifacts: str | None = None  # folder with the run's reportlogs and pytest output
@@ -110,6 +113,7 @@ class Result(SQLModel, table=True):
     outcome: str = Field(max_length=16)
     duration: float = 0.0  # of the first attempt: reruns are extra, not the test's cost
     attempts: int = 1
+    quarantined: bool = False  # when the run was stored: its outcome did not decide the status
 
 
 class Attempt(SQLModel, table=True):

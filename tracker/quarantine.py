@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
-from tracker.models import Case, Quarantine, Suite
+from tracker.models import Case, Quarantine, Result, Suite
 from tracker.records import file_of, kernel_of
 
 
@@ -37,11 +38,33 @@ def _suite(session: Session, suite: str) -> int:
     return found
 
 
-def add(session: Session, suite: str, nodeid: str, reason: str, by: str) -> None:
-    """Quarantine a test (one not seen yet is created, e.g. from a hand-kept deselect list)."""
+def _never_recorded(session: Session, suite_id: int, suite: str, nodeid: str) -> str | None:
+    """Why an id is suspicious: this suite never recorded a result for it (a typo, or a test of
+    another suite), with the recorded ids that look most like it."""
+    seen = session.execute(
+        select(Result.id)
+        .join(Case, Case.id == Result.test_id)
+        .where(Case.suite_id == suite_id, Case.nodeid == nodeid)
+        .limit(1)
+    ).first()
+    if seen:
+        return None
+    known = session.execute(select(Case.nodeid).where(Case.suite_id == suite_id)).scalars().all()
+    close = difflib.get_close_matches(nodeid, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"suite {suite!r} has never recorded {nodeid!r}{hint} (--force adds it anyway)"
+
+
+def add(
+    session: Session, suite: str, nodeid: str, reason: str, by: str, force: bool = False
+) -> None:
+    """Quarantine a test. One this suite never recorded is refused unless forced (e.g. from a
+    hand-kept deselect list, before the first run)."""
     if not nodeid.strip() or "::" not in nodeid:
         raise QuarantineError(f"{nodeid!r} is not a pytest node id (path::name)")
     sid = _suite(session, suite)
+    if not force and (why := _never_recorded(session, sid, suite, nodeid)):
+        raise QuarantineError(why)
     session.execute(
         sqlite_insert(Case).on_conflict_do_nothing(),
         [{"suite_id": sid, "nodeid": nodeid, "file": file_of(nodeid), "kernel": kernel_of(nodeid)}],

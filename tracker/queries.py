@@ -53,6 +53,7 @@ def run_dict(run: Run, suite: str, runner: str) -> dict[str, Any]:
         "duration": round(duration, 3) if duration is not None else None,
         "expected": run.expected,
         "counts": run.counts,
+        "quarantined_failures": run.quarantined_failures,
         "message": run.message,
         "artifacts": run.artifacts,
     }
@@ -107,10 +108,18 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
             "kernel": kernel,
             "outcome": outcome,
             "duration": round(duration, 4),
+            "quarantined": quarantined,
             "attempts": attempts.get(case_id, []),
         }
-        for case_id, nodeid, kernel, outcome, duration in session.execute(
-            select(Case.id, Case.nodeid, Case.kernel, Result.outcome, Result.duration)
+        for case_id, nodeid, kernel, outcome, duration, quarantined in session.execute(
+            select(
+                Case.id,
+                Case.nodeid,
+                Case.kernel,
+                Result.outcome,
+                Result.duration,
+                Result.quarantined,
+            )
             .join(Case, Result.test_id == Case.id)
             .where(Result.run_id == run_id)
             .order_by(Result.id)
@@ -146,6 +155,7 @@ def failing_attempts(session: Session, run_id: int) -> list[dict[str, Any]]:
             Case.nodeid,
             Case.kernel,
             Result.outcome,
+            Result.quarantined,
             Attempt.outcome,
             Attempt.message,
             Attempt.longrepr,
@@ -162,7 +172,7 @@ def failing_attempts(session: Session, run_id: int) -> list[dict[str, Any]]:
         .join(Result, and_(Result.run_id == run_id, Result.test_id == Case.id))
         .order_by(Case.nodeid)
     ).all()
-    keys = ("test_id", "nodeid", "kernel", "final", "outcome", "message", "longrepr")
+    keys = ("test_id", "nodeid", "kernel", "final", "quarantined", "outcome", "message", "longrepr")
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
@@ -218,6 +228,7 @@ def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[
             Attempt.outcome,
             Attempt.message,
             Attempt.isolated,
+            Result.quarantined,
         )
         .join(Result, Result.run_id == Run.id)
         .join(Runner, Runner.id == Run.runner_id)
@@ -240,6 +251,7 @@ def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[
         "first",
         "message",
         "isolated",
+        "quarantined",
     )
     return [dict(zip(keys, row, strict=True)) for row in reversed(rows)]
 

@@ -143,3 +143,12 @@ def summarize(
     else:
         status = RUN_PASSED
     return finals, status, counts
+
+
+def status_text(status: str, quarantined_failures: int = 0) -> str:
+    """A run's status as people read it: "passed" must not hide failures the quarantine
+    absorbed."""
+    if not quarantined_failures:
+        return status
+    s = "" if quarantined_failures == 1 else "s"
+    return f"{status} ({quarantined_failures} quarantined failure{s})"

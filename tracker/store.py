@@ -16,7 +16,15 @@ from sqlmodel import Session
 
 from tracker import quarantine
 from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
-from tracker.records import RUN_RUNNING, RunRecord, file_of, kernel_of, summarize
+from tracker.records import (
+    FAILING,
+    FLAKY,
+    RUN_RUNNING,
+    RunRecord,
+    file_of,
+    kernel_of,
+    summarize,
+)
 
 ENV_COLUMNS = (
     "device_kind",
@@ -94,7 +102,8 @@ def start_run(
 
 def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run:
     """Store every result and attempt of the run, and its status and counts."""
-    finals, status, counts = summarize(record, quarantine.active(session, record.suite))
+    quarantined = quarantine.active(session, record.suite)
+    finals, status, counts = summarize(record, quarantined)
     suite_id = _named(session, Suite, record.suite)
     if run is None:
         run = Run(
@@ -109,6 +118,9 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
     run.finished_at = record.finished_at
     run.expected = len(record.collected) or len(finals)
     run.counts = dict(sorted(counts.items()))
+    run.quarantined_failures = sum(
+        1 for n, o in finals.items() if n in quarantined and (o in FAILING or o == FLAKY)
+    )
     run.message = record.message
     run.artifacts = record.artifacts
     run.environment_id = _environment(session, record.environment)
@@ -135,6 +147,7 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
                 "outcome": outcome,
                 "duration": attempts[0].duration if attempts else 0.0,
                 "attempts": len(attempts),
+                "quarantined": nodeid in quarantined,
             }
         )
         attempt_rows.extend(

@@ -216,10 +216,13 @@ def quarantine_add(
     nodeid: Annotated[str, typer.Argument(help="pytest node id")],
     reason: Annotated[str, typer.Option("--reason")],
     by: Annotated[str | None, typer.Option("--by", help="Who (default: your user name).")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Add an id this suite has never recorded.")
+    ] = False,
 ) -> None:
     with session_scope(state.settings().database_url) as session:
         try:
-            quarantine.add(session, suite, nodeid, reason, by or getpass.getuser())
+            quarantine.add(session, suite, nodeid, reason, by or getpass.getuser(), force)
         except quarantine.QuarantineError as exc:
             raise fail(str(exc)) from None
     out.print(Text(f"quarantined: {nodeid}"))

@@ -26,7 +26,7 @@ from tracker.cli.app import (
 from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
-from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED
+from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
 
 
 def _status_exit(status: str) -> int:
@@ -42,7 +42,7 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     run = detail["run"]
     color = {"passed": "green", "flaky": "yellow"}.get(run["status"], "red")
     head = Text(f"run {run['id']}  ", style="bold")
-    head.append(run["status"], style=f"bold {color}")
+    head.append(status_text(run["status"], run["quarantined_failures"]), style=f"bold {color}")
     head.append(f"  {run['suite']} on {run['runner']}  commit {run['commit'] or '-'}")
     head.append(f"  {run['duration'] or 0:.1f} s")
     out.print(head)
@@ -55,6 +55,8 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
             f"  {result['outcome']:<11} ", style="red" if result["outcome"] != "flaky" else "yellow"
         )
         line.append(result["nodeid"])
+        if result["quarantined"]:
+            line.append("  [quarantined]", style="yellow")
         msg = next((a["message"] for a in result["attempts"] if a["message"]), None)
         if msg:
             line.append(f"  {msg.splitlines()[0][:120]}", style="dim")
@@ -154,13 +156,14 @@ def runs(
         print(json.dumps({"runs": rows}, ensure_ascii=False))
         return
     table = Table("id", "started (UTC)", "suite", "runner", "status", "commit", "tests", "counts")
+    table.columns[4].no_wrap = True  # "passed (2 quarantined failures)" reads as one
     for r in rows:
         table.add_row(
             str(r["id"]),
             (r["started_at"] or "")[:19],
             Text(r["suite"]),
             Text(r["runner"]),
-            r["status"],
+            status_text(r["status"], r["quarantined_failures"]),
             Text((r["commit"] or "-")[:12]),
             str(r["expected"]),
             Text(", ".join(f"{k} {v}" for k, v in r["counts"].items())),

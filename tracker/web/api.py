@@ -18,7 +18,7 @@ from fastapi import (
     Request,
     UploadFile,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tracker import queries, store
 from tracker.analysis.report import Scope
@@ -46,6 +46,9 @@ class RunOut(BaseModel):
     duration: float | None
     expected: int
     counts: dict[str, int]
+    quarantined_failures: int = Field(
+        0, description="failing or flaky tests that were quarantined: they did not decide status"
+    )
     message: str | None
     artifacts: str | None = None
     environment: dict[str, Any] | None = None
@@ -66,6 +69,7 @@ class ResultOut(BaseModel):
     kernel: str
     outcome: str
     duration: float
+    quarantined: bool = False
     attempts: list[AttemptOut]
 
 

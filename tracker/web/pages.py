@@ -16,7 +16,7 @@ from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
-from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY
+from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
 from tracker.web import svg
 from tracker.web.deps import SessionDep, SettingsDep, templates
@@ -30,10 +30,11 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
 
 def _run_square(run: dict[str, Any]) -> dict[str, Any]:
     counts = ", ".join(f"{k} {v}" for k, v in run["counts"].items())
+    status = status_text(run["status"], run["quarantined_failures"])
     return {
         "status": run["status"],
         "href": f"/runs/{run['id']}",
-        "title": f"run {run['id']} {run['status']} {run['started_at'][:16]} {counts}",
+        "title": f"run {run['id']} {status} {run['started_at'][:16]} {counts}",
     }
 
 
@@ -186,7 +187,8 @@ def test_page(
         {
             "status": h["outcome"],
             "href": f"/runs/{h['run_id']}",
-            "title": f"run {h['run_id']} {h['outcome']} {h['duration']:.2f}s "
+            "title": f"run {h['run_id']} {h['outcome']}{' (quarantined)' * h['quarantined']} "
+            f"{h['duration']:.2f}s "
             f"commit {h['commit'] or '-'} {h['started_at']:%Y-%m-%d %H:%M}",
         }
         for h in past
