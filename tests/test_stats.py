@@ -70,3 +70,26 @@ def test_streak_ends_today_or_yesterday():
     assert streak(days, date(2026, 11, 30)) == 6  # tonight's run still due
     assert streak(days | {date(2026, 11, 30)}, date(2026, 11, 30)) == 7
     assert streak(days, date(2026, 12, 1)) == 0
+
+
+def test_rates_by_their_names():
+    from datetime import UTC, datetime
+
+    from tracker.analysis.history import RunRow
+    from tracker.analysis.rates import rates
+
+    t = datetime(2026, 11, 30, tzinfo=UTC)
+    runs = [  # the example suite's run: 22 passed, 1 flaky (failed first), 1 skipped, 1 xfailed
+        RunRow(1, t, "flaky", "c", 1, {"passed": 22, "flaky": 1, "skipped": 1, "xfailed": 1}),
+        RunRow(2, t, "passed", "c", 1, {"passed": 23, "skipped": 2}),
+        RunRow(3, t, "timed_out", "c", 1, {"passed": 3, "interrupted": 1, "not_run": 9}),
+        RunRow(4, t, "interrupted", "c", 1, {"passed": 5, "failed": 5}),  # left out
+    ]
+    r = rates(runs, 14)
+    assert (r.green, r.runs) == (1, 3) and round(r.green_runs, 4) == 0.3333
+    assert (r.passed, r.ran) == (48, 49)  # the flaky test failed its first attempt
+    assert (
+        rates(runs[:1], 7).green_runs == 0.0
+        and round(rates(runs[:1], 7).test_pass_rate, 3) == 0.957
+    )
+    assert rates([], 7).green_runs is None and rates([], 7).test_pass_rate is None

@@ -62,7 +62,9 @@ def test_quarantined_failures_are_in_plain_sight(client):
     assert re.search(r"passed</span> <span class=\"tag\"[^>]*>1 quarantined failure<", run)
     row = re.search(r"test_rope\[fp32\]</a></td><td>rope</td><td>(.*?)</td>", run)
     assert row and "quarantined" in row.group(1)
-    cards = client.get("/").text.split('class="card"')[1:]
+    overview = client.get("/").text
+    assert "Green runs" in overview and "Test pass rate" in overview
+    cards = overview.split('class="card"')[1:]
     card = next(c for c in cards if "on a2-910b4" in c)
     assert "1 quarantined failure" in card
     assert "1 quarantined failure" in client.get("/suites/transformers").text
@@ -147,7 +149,9 @@ def test_badges(client):
     assert again.status_code == 304
     for metric, message in (
         ("status", "failed"),
-        ("pass-rate", "0% of 5 runs"),
+        ("runs", "20% of 5 runs"),  # the last a2 night passed thanks to the quarantine
+        ("green-runs", "20% of 5 runs"),  # the old name of the same number
+        ("pass-rate", "52% of 29 tests"),  # 15 first attempts passed, 14 failed
         ("promotion", "earliest"),
     ):
         js = client.get("/badge/transformers.json", params={"metric": metric}).json()
@@ -162,7 +166,9 @@ def test_badges(client):
     by_runner = client.get(
         "/badge/transformers.json", params={"runner": "gha-910b4", "metric": "pass-rate"}
     ).json()
-    assert by_runner["message"] == "0% of 1 runs"
+    assert (by_runner["label"], by_runner["message"]) == ("test pass rate 14d", "31% of 13 tests")
+    runs = client.get("/badge/transformers.json", params={"runner": "gha-910b4", "metric": "runs"})
+    assert (runs.json()["label"], runs.json()["message"]) == ("green runs 14d", "0% of 1 runs")
     assert client.get("/badge/transformers.svg", params={"metric": "bogus"}).status_code == 422
     assert client.get("/badge/nope.svg").status_code == 404
 
@@ -264,7 +270,10 @@ def test_badges_follow_new_runs_through_the_cache(client):
     assert client.get("/badge/fresh.json").json()["message"] == "failed"
     assert client.get("/badge/fresh.svg", headers={"If-None-Match": tag}).status_code == 200
     rate = client.get("/badge/fresh.json", params={"metric": "pass-rate"}).json()["message"]
-    assert rate == "50% of 2 runs"
+    assert rate == "50% of 2 tests"
+    assert client.get("/badge/fresh.json", params={"metric": "runs"}).json()["message"] == (
+        "50% of 2 runs"
+    )
 
 
 def test_pages_follow_new_runs_through_the_cache(client):

@@ -18,6 +18,7 @@ from tracker.analysis.clusters import Cluster, clusters
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, ranked_flaky
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
+from tracker.analysis.rates import Rates, rates
 from tracker.config import Settings
 
 
@@ -146,6 +147,13 @@ class Scope:
             return clusters(obs, a.cascade_share, a.cascade_min)
 
         return cache.get(self, ("clusters", self.since), compute)
+
+    def rates(self, days: int) -> Rates:
+        """Green runs and the test pass rate over the last `days` local days."""
+        since = window_start(local_day(self.now, self.tz), days, self.tz)
+        return rates(
+            history.runs(self.session, self.suite_id, self.runner_id, since, self.now), days
+        )
 
     def promotion(self) -> Verdict:
         config = self.settings.promotion

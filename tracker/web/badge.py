@@ -12,7 +12,13 @@ from tracker.queries import list_runs
 
 
 class Metric(StrEnum):
+    """`runs`: green runs (what promotion counts); `pass-rate`: the test pass rate. Until this
+    version `pass-rate` drew green runs under that name; `green-runs` is kept as another name
+    for `runs`."""
+
     status = "status"
+    runs = "runs"
+    green_runs = "green-runs"
     pass_rate = "pass-rate"
     promotion = "promotion"
 
@@ -85,18 +91,31 @@ def make(scope: Scope, suite: str, runner: str | None, metric: Metric) -> Badge:
             return Badge(suite, "no runs", GREY)
         status = runs[0]["status"]
         return Badge(suite, status.replace("_", " "), STATUS_COLORS.get(status, GREY))
+    if metric in (Metric.runs, Metric.green_runs, Metric.pass_rate):
+        return _rate_badge(scope, metric)
     verdict = scope.promotion()
-    if metric == Metric.pass_rate:
-        if verdict.rate is None:
-            return Badge(f"{suite} {verdict.window_days}d", "no runs", GREY)
-        rate = verdict.rate
-        col = (
-            GREEN
-            if rate >= scope.settings.promotion.min_success_rate
-            else (YELLOW if rate >= 0.8 else RED)
-        )
-        return Badge(f"{suite} {verdict.window_days}d", f"{rate:.0%} of {verdict.total} runs", col)
     if verdict.met:
         return Badge("promotion", "criterion met", GREEN)
     when = f"earliest {verdict.earliest.isoformat()}" if verdict.earliest else "not met"
     return Badge("promotion", when, YELLOW if verdict.earliest else RED)
+
+
+def _rate_badge(scope: Scope, metric: Metric) -> Badge:
+    days = scope.settings.promotion.window_days
+    r = scope.rates(days)
+    if metric == Metric.pass_rate:
+        label, rate, detail = f"test pass rate {days}d", r.test_pass_rate, f"{r.ran} tests"
+    else:
+        label, rate, detail = f"green runs {days}d", r.green_runs, f"{r.runs} runs"
+    if rate is None:
+        return Badge(label, "no runs", GREY)
+    target = scope.settings.promotion.min_success_rate
+    color = GREEN if rate >= target else (YELLOW if rate >= 0.8 else RED)
+    return Badge(label, f"{_pct(rate)} of {detail}", color)
+
+
+def _pct(rate: float) -> str:
+    """Never round a shortfall up to 100%: 2,607 of 2,608 is 99.96%, not 100%."""
+    if rate < 1 and round(rate * 100) == 100:
+        return f"{rate:.2%}"
+    return f"{rate:.0%}"

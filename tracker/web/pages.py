@@ -38,17 +38,6 @@ def _run_square(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _success_rate(scope: Scope, days: int) -> tuple[float | None, int]:
-    since = window_start(local_day(scope.now, scope.tz), days, scope.tz)
-    runs = [
-        r
-        for r in history.runs(scope.session, scope.suite_id, scope.runner_id, since, scope.now)
-        if r.status != "interrupted"
-    ]
-    passed = sum(r.status == "passed" for r in runs)
-    return (passed / len(runs) if runs else None), len(runs)
-
-
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
     from tracker.scheduler import next_runs
@@ -66,8 +55,7 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
                 "last": runs[0] if runs else None,
                 "verdict": verdict,
                 "days_left": (verdict.earliest - verdict.today).days if verdict.earliest else None,
-                "rate7": _success_rate(scope, 7),
-                "rate14": _success_rate(scope, 14),
+                "rates": [scope.rates(7), scope.rates(14)],
                 "strip": svg.strip([_run_square(r) for r in reversed(runs)]),
                 "flaky": len(verdict.unquarantined_flaky),
                 "failing_kernels": [
@@ -111,6 +99,7 @@ def suite_page(
         trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%"),
         duration_chart=svg.line_chart(durations, y_format="{:.1f} min"),
         runs=recent,
+        rates=[scope.rates(7), scope.rates(14), scope.rates(days)],
         kernels=scope.kernels(),
         flaky=scope.flaky()[:10],
         clusters=scope.clusters()[:10],
@@ -236,7 +225,8 @@ def promotion_page(
     verdict = scope.promotion()
     base = str(request.base_url).rstrip("/")
     badge_md = "\n".join(
-        f"![{m}]({base}/badge/{suite}.svg?metric={m})" for m in ("status", "pass-rate", "promotion")
+        f"![{m}]({base}/badge/{suite}.svg?metric={m})"
+        for m in ("status", "runs", "pass-rate", "promotion")
     )
     return render(
         request,
@@ -244,6 +234,7 @@ def promotion_page(
         suite=suite,
         runner=runner,
         verdict=verdict,
+        rates=scope.rates(verdict.window_days),
         kernels_md=markdown(scope.kernels(), scope.days),
         badge_md=badge_md,
         runs=Counter(verdict.counts),
