@@ -54,6 +54,10 @@ class StateCache:
                 self._data.popitem(last=False)
         return value
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
 
 cache = StateCache()
 
