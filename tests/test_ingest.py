@@ -359,3 +359,10 @@ def test_ingested_duration_is_the_wall_span(tmp_path):
     # an explicit start moves the span, it does not change it
     moved = load(junit, started_at=datetime(2026, 11, 30, tzinfo=UTC))
     assert (moved.finished_at - moved.started_at).total_seconds() == 480.5
+
+
+def test_junit_nested_too_deep_is_refused(tmp_path):
+    path = tmp_path / "deep.xml"
+    path.write_text("<testsuites>" + "<testsuite>" * 5000 + "</testsuite>" * 5000 + "</testsuites>")
+    with pytest.raises(IngestError, match="nested more than 100 deep"):
+        load(path)

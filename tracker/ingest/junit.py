@@ -53,6 +53,7 @@ _STATUS = {  # the `status` attribute of tst, gtest and Catch2 files, when no el
     "errored": ERROR,
 }
 MAX_SECONDS = 366 * 24 * 3600.0
+MAX_DEPTH = 100  # suites in suites: real files nest 3 or 4 deep
 
 
 @dataclass
@@ -149,18 +150,20 @@ class _Reader:
         self.attempts: list[AttemptRecord] = []
         self.spans: list[tuple[datetime, datetime]] = []
 
-    def suite(self, el: Element, suites: list[str]) -> None:
-        path = [*suites, el.get("name") or ""] if el.tag == "testsuite" else suites
-        where = "::".join(p for p in path if p) or "testsuite"
+    def suite(self, el: Element, suites: list[str], depth: int = 0) -> None:
+        if depth > MAX_DEPTH:
+            raise JUnitError(f"testsuites nested more than {MAX_DEPTH} deep")
+        name = el.get("name") if el.tag == "testsuite" else None
+        named = [*suites, name] if name else suites
+        where = "::".join(named) or "testsuite"
         if (start := _timestamp(el.get("timestamp"))) is not None:
             seconds = _seconds(el.get("time")) or 0.0
             with contextlib.suppress(OverflowError):  # year 9999 + a day: no span
                 self.spans.append((start, start + timedelta(seconds=seconds)))
-        named = [p for p in path if p]
         number = 0
         for child in el:
             if child.tag in ("testsuite", "testsuites"):
-                self.suite(child, path)
+                self.suite(child, named, depth + 1)
             elif child.tag == "testcase":
                 number += 1
                 self.case(child, named, number)
