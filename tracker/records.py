@@ -110,6 +110,16 @@ class RunRecord:
         return grouped
 
 
+@dataclass
+class FileResults:
+    """What a results file says: attempts in the order they happened and, where the file states
+    them, the wall time its tests spanned."""
+
+    attempts: list[AttemptRecord]
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
 def final_outcome(attempts: list[AttemptRecord]) -> str:
     """The first attempt decides, except that a test with a failed and a passed attempt is flaky
     (our reruns, or another tool's retries in any order). A skipped attempt before one that ran is

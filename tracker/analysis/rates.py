@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from tracker.analysis.history import RunRow
 from tracker.records import FAILING, FLAKY, PASSED, RUN_INTERRUPTED, RUN_PASSED
@@ -36,17 +35,6 @@ class Rates:
     @property
     def test_pass_rate(self) -> float | None:
         return self.passed / self.ran if self.ran else None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "days": self.days,
-            "green_runs": self.green_runs,
-            "green": self.green,
-            "runs": self.runs,
-            "test_pass_rate": self.test_pass_rate,
-            "tests_passed": self.passed,
-            "tests_ran": self.ran,
-        }
 
 
 def rates(runs: Iterable[RunRow], days: int) -> Rates:

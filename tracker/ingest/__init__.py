@@ -9,13 +9,12 @@ import gzip
 import io
 import zipfile
 import zlib
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tracker.ingest.junit import JUnitError, parse_junit
 from tracker.ingest.reportlog import ReportLogError, parse_reportlog
-from tracker.records import AttemptRecord, RunRecord
+from tracker.records import FileResults, RunRecord
 
 MAX_BYTES = 512 * 1024 * 1024  # uncompressed; a 10,000-test reportlog is ~40 MB
 
@@ -81,25 +80,14 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> str:
     return decode(path.read_bytes(), path.name, limit)
 
 
-@dataclass
-class Results:
-    """What a file says: attempts in the order they happened and, where it states them, the wall
-    time its tests spanned."""
-
-    attempts: list[AttemptRecord]
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-def parse_results(text: str, name: str) -> Results:
+def parse_results(text: str, name: str) -> FileResults:
     head = text.lstrip()[:1]
     try:
         if head == "<":
-            parsed = parse_junit(text)
-            return Results(parsed.attempts, parsed.started_at, parsed.finished_at)
+            return parse_junit(text)
         if head == "{":
             parser = parse_reportlog(text)
-            return Results(parser.attempts, parser.first_start, parser.last_stop)
+            return FileResults(parser.attempts, parser.first_start, parser.last_stop)
     except (JUnitError, ReportLogError) as exc:
         raise IngestError(f"{name}: {exc}") from None
     raise IngestError(f"{name}: neither a pytest reportlog (JSON lines) nor JUnit XML")

@@ -22,14 +22,22 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from tracker.records import ERROR, FAILED, PASSED, SKIPPED, TIMEOUT, XFAILED, AttemptRecord
+from tracker.records import (
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    TIMEOUT,
+    XFAILED,
+    AttemptRecord,
+    FileResults,
+)
 
 
 class JUnitError(ValueError):
@@ -54,13 +62,6 @@ _STATUS = {  # the `status` attribute of tst, gtest and Catch2 files, when no el
 }
 MAX_SECONDS = 366 * 24 * 3600.0
 MAX_DEPTH = 100  # suites in suites: real files nest 3 or 4 deep
-
-
-@dataclass
-class JUnitFile:
-    attempts: list[AttemptRecord]
-    started_at: datetime | None  # the earliest suite timestamp
-    finished_at: datetime | None  # the latest suite timestamp + its time
 
 
 def _seconds(value: str | None) -> float | None:
@@ -190,7 +191,7 @@ class _Reader:
         self.attempts.extend(new)
 
 
-def parse_junit(text: str) -> JUnitFile:
+def parse_junit(text: str) -> FileResults:
     """Attempts in file order, and the wall span the suites' timestamps and times state."""
     try:
         root = SafeET.fromstring(text, forbid_dtd=True)
@@ -205,7 +206,7 @@ def parse_junit(text: str) -> JUnitFile:
     reader = _Reader()
     reader.suite(root, [])
     if not reader.spans:
-        return JUnitFile(reader.attempts, None, None)
-    return JUnitFile(
+        return FileResults(reader.attempts, None, None)
+    return FileResults(
         reader.attempts, min(s for s, _ in reader.spans), max(e for _, e in reader.spans)
     )
