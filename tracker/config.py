@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tracker.validate import InvalidRecord, check_name
+
 EXAMPLE_SUITE_DIR = Path(__file__).parent / "example_suite"
 DEFAULT_CONFIG_FILE = "tracker.toml"
 
@@ -27,14 +29,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _safe_name(value: str) -> str:
+    """Names go into URLs, paths and commands: `tracker.validate`'s character set."""
+    try:
+        return check_name(value, "the")
+    except InvalidRecord as exc:
+        raise ValueError(str(exc)) from None
+
+
 class RunnerConfig(_Strict):
-    name: str = Field(default_factory=lambda: os.uname().nodename, min_length=1, max_length=200)
+    name: str = Field(default_factory=lambda: os.uname().nodename.split(".")[0])
     device: Literal["auto", "npu", "cuda", "cpu"] = "auto"
     devices: list[int] | None = None  # None: every device found
 
+    _name = field_validator("name")(_safe_name)
+
 
 class SuiteConfig(_Strict):
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str
     path: Path
     ref: str | None = None
     python: str = "python3"
@@ -49,6 +61,8 @@ class SuiteConfig(_Strict):
     workers_per_device: int = Field(default=1, ge=1, le=64)
     # the suite's own package, whose version the probe records (e.g. "liger-kernel")
     package: str | None = None
+
+    _name = field_validator("name")(_safe_name)
 
     @field_validator("args")
     @classmethod

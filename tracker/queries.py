@@ -77,8 +77,8 @@ def latest_run_id(session: Session, suite: str | None = None) -> int:
     return runs[0]["id"]
 
 
-def run_detail(session: Session, run_id: int) -> dict[str, Any]:
-    """`{"run": {...}, "results": [...]}`: the shape `tracker run/ingest/show --json` print."""
+def run_info(session: Session, run_id: int) -> dict[str, Any]:
+    """The run with its environment, without its results."""
     row = session.execute(_run_query().where(Run.id == run_id)).first()
     if row is None:
         raise NotFound(f"no run with id {run_id}")
@@ -87,45 +87,91 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
     run["environment"] = (
         env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details if env else None
     )
-    attempts: dict[int, list[dict[str, Any]]] = {}
-    for a in session.execute(
-        select(Attempt).where(Attempt.run_id == run_id).order_by(Attempt.test_id, Attempt.number)
-    ).scalars():
-        attempts.setdefault(a.test_id, []).append(
-            {
-                "number": a.number,
-                "outcome": a.outcome,
-                "duration": round(a.duration, 4),
-                "isolated": a.isolated,
-                "worker": a.worker,
-                "message": a.message,
-            }
+    return run
+
+
+def run_results(
+    session: Session,
+    run_id: int,
+    *,
+    outcome: str | None = None,
+    kernel: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the run's results in suite order, with their attempts, and how many results
+    match in all: a run of 100,000 tests is read a page at a time."""
+    where = [Result.run_id == run_id]
+    if outcome:
+        where.append(Result.outcome == outcome)
+    if kernel:
+        where.append(Case.kernel == kernel)
+    total = session.execute(
+        select(func.count()).select_from(Result).join(Case, Result.test_id == Case.id).where(*where)
+    ).scalar_one()
+    rows = session.execute(
+        select(
+            Case.id, Case.nodeid, Case.kernel, Result.outcome, Result.duration, Result.quarantined
         )
+        .join(Case, Result.test_id == Case.id)
+        .where(*where)
+        .order_by(Result.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    attempts: dict[int, list[dict[str, Any]]] = {}
+    ids = [row[0] for row in rows]
+    for start in range(0, len(ids), 500):  # bounded IN lists
+        for a in session.execute(
+            select(Attempt)
+            .where(Attempt.run_id == run_id, Attempt.test_id.in_(ids[start : start + 500]))
+            .order_by(Attempt.test_id, Attempt.number)
+        ).scalars():
+            attempts.setdefault(a.test_id, []).append(
+                {
+                    "number": a.number,
+                    "outcome": a.outcome,
+                    "duration": round(a.duration, 4),
+                    "isolated": a.isolated,
+                    "worker": a.worker,
+                    "message": a.message,
+                }
+            )
     results = [
         {
             "test_id": case_id,
             "nodeid": nodeid,
-            "kernel": kernel,
-            "outcome": outcome,
+            "kernel": kern,
+            "outcome": final,
             "duration": round(duration, 4),
             "quarantined": quarantined,
             "attempts": attempts.get(case_id, []),
         }
-        for case_id, nodeid, kernel, outcome, duration, quarantined in session.execute(
-            select(
-                Case.id,
-                Case.nodeid,
-                Case.kernel,
-                Result.outcome,
-                Result.duration,
-                Result.quarantined,
-            )
-            .join(Case, Result.test_id == Case.id)
-            .where(Result.run_id == run_id)
-            .order_by(Result.id)
-        ).all()
+        for case_id, nodeid, kern, final, duration, quarantined in rows
     ]
-    return {"run": run, "results": results}
+    return results, total
+
+
+def run_detail(
+    session: Session, run_id: int, limit: int | None = None, offset: int = 0
+) -> dict[str, Any]:
+    """`{"run": {...}, "results": [...]}`: the shape `tracker run/ingest/show --json` print (all
+    results), and the API's run (a page of them, with `total`)."""
+    run = run_info(session, run_id)
+    results, total = run_results(session, run_id, limit=limit, offset=offset)
+    return {"run": run, "results": results, "total": total}
+
+
+def run_kernels(session: Session, run_id: int) -> list[str]:
+    return list(
+        session.execute(
+            select(Case.kernel)
+            .join(Result, Result.test_id == Case.id)
+            .where(Result.run_id == run_id)
+            .distinct()
+            .order_by(Case.kernel)
+        ).scalars()
+    )
 
 
 def suite_runner_pairs(session: Session) -> list[tuple[str, str]]:

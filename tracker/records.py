@@ -48,8 +48,9 @@ def bound(text: str | None, limit: int) -> str | None:
 
 
 def bound_nodeid(nodeid: str) -> str:
-    """Keep ids unique while bounded: a cut id carries a hash of the whole."""
-    if len(nodeid) <= NODEID_MAX:
+    """Keep ids unique while bounded: a cut id carries a hash of the whole. A cut id is 17
+    characters over the limit and is left as it is, so cutting twice gives the same id."""
+    if len(nodeid) <= NODEID_MAX + 17:
         return nodeid
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{nodeid[:NODEID_MAX]}…{digest}"
@@ -65,7 +66,7 @@ def kernel_of(nodeid: str) -> str:
     return stem.removeprefix("test_").removesuffix("_test") or stem
 
 
-@dataclass
+@dataclass(slots=True)
 class AttemptRecord:
     nodeid: str
     outcome: str

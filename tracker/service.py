@@ -110,7 +110,8 @@ def _record_from_artifacts(run: Run, suite: str, runner: str, reason: str) -> Ru
     )
     for path in logs:
         number = int(re.sub(r"\D", "", path.name.split(".")[0]) or 0)
-        parser = parse_reportlog(path.read_text(encoding="utf-8", errors="replace"))
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            parser = parse_reportlog(fh)
         for position, attempt in enumerate(parser.attempts):
             attempt.process, attempt.position = number, position
         record.attempts.extend(parser.attempts)

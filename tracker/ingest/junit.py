@@ -20,9 +20,11 @@ The rules, and why (bench/README.md judges every file of a 118-file corpus by th
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from typing import BinaryIO
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
@@ -38,6 +40,7 @@ from tracker.records import (
     AttemptRecord,
     FileResults,
 )
+from tracker.validate import EARLIEST
 
 
 class JUnitError(ValueError):
@@ -76,15 +79,16 @@ def _seconds(value: str | None) -> float | None:
 
 def _timestamp(value: str | None) -> datetime | None:
     """Suite timestamps in the shapes tools write (`Z`, ` UTC`, a space after `T`, date only).
-    Without an offset the time is the writer's local time, taken as this machine's."""
+    Without an offset the time is the writer's local time, taken as this machine's. One in the
+    far future is kept, and the file refused for it (`tracker.validate`)."""
     if not value:
         return None
     text = re.sub(r"\s*(Z|UTC)$", "+00:00", value.strip()).replace("T ", "T")
     try:
-        parsed = datetime.fromisoformat(text)
-        return parsed.astimezone(UTC)
+        parsed = datetime.fromisoformat(text).astimezone(UTC)
     except (ValueError, OverflowError):
         return None
+    return parsed if parsed >= EARLIEST else None  # 1970-01-01: a placeholder, not a time
 
 
 def _pytest_path(classname: str) -> tuple[str | None, list[str]]:
@@ -147,31 +151,21 @@ def _attempts_of(case: Element, nodeid: str) -> list[AttemptRecord]:
 
 
 class _Reader:
-    def __init__(self) -> None:
+    def __init__(self, max_results: int | None) -> None:
         self.attempts: list[AttemptRecord] = []
         self.spans: list[tuple[datetime, datetime]] = []
+        self.max_results = max_results
 
-    def suite(self, el: Element, suites: list[str], depth: int = 0) -> None:
-        if depth > MAX_DEPTH:
-            raise JUnitError(f"testsuites nested more than {MAX_DEPTH} deep")
-        name = el.get("name") if el.tag == "testsuite" else None
-        named = [*suites, name] if name else suites
-        where = "::".join(named) or "testsuite"
+    def suite_start(self, el: Element) -> None:
         if (start := _timestamp(el.get("timestamp"))) is not None:
             seconds = _seconds(el.get("time")) or 0.0
             with contextlib.suppress(OverflowError):  # year 9999 + a day: no span
                 self.spans.append((start, start + timedelta(seconds=seconds)))
-        number = 0
-        for child in el:
-            if child.tag in ("testsuite", "testsuites"):
-                self.suite(child, named, depth + 1)
-            elif child.tag == "testcase":
-                number += 1
-                self.case(child, named, number)
-            elif child.tag in ("error", "failure"):  # the suite itself failed (a class load)
-                self.attempts.append(
-                    AttemptRecord(where, ERROR, 0.0, child.get("message"), _text(child) or None)
-                )
+
+    def suite_error(self, el: Element, suites: list[str]) -> None:
+        """An <error> or <failure> of the suite itself (a class that failed to load)."""
+        where = "::".join(suites) or "testsuite"
+        self.attempts.append(AttemptRecord(where, ERROR, 0.0, el.get("message"), _text(el) or None))
 
     def case(self, el: Element, suites: list[str], number: int) -> None:
         nodeid = nodeid_of(el, suites, number)
@@ -189,22 +183,56 @@ class _Reader:
             last.outcome, last.message, last.longrepr = ERROR, new[0].message, new[0].longrepr
             return
         self.attempts.extend(new)
+        if self.max_results is not None and len(self.attempts) > self.max_results:
+            raise JUnitError(f"more than {self.max_results:,} test results")
 
 
-def parse_junit(text: str) -> FileResults:
-    """Attempts in file order, and the wall span the suites' timestamps and times state."""
+_SUITES = ("testsuite", "testsuites")
+
+
+def parse_junit(source: BinaryIO | str, max_results: int | None = None) -> FileResults:
+    """Attempts in file order, and the wall span the suites' timestamps and times state. The
+    file is read as a stream and each testcase is dropped once read, so memory follows the
+    results, not the file; the nesting is checked as elements open."""
+    if isinstance(source, str):
+        source = io.BytesIO(source.encode("utf-8"))
+    reader = _Reader(max_results)
+    open_: list[Element] = []  # the elements from the root to the current one
+    names: list[str] = []  # the names of the enclosing <testsuite>s
+    numbers: list[int] = []  # testcases seen so far in each enclosing suite
     try:
-        root = SafeET.fromstring(text, forbid_dtd=True)
+        for event, el in SafeET.iterparse(source, ("start", "end"), forbid_dtd=True):
+            if event == "start":
+                if not open_ and el.tag not in _SUITES:
+                    raise JUnitError(f"not a JUnit report: the root element is <{el.tag[:50]}>")
+                open_.append(el)
+                if el.tag in _SUITES:
+                    if len(numbers) > MAX_DEPTH:
+                        raise JUnitError(f"testsuites nested more than {MAX_DEPTH} deep")
+                    numbers.append(0)
+                    names.append(el.get("name") or "" if el.tag == "testsuite" else "")
+                    reader.suite_start(el)
+                continue
+            parent = open_[-2] if len(open_) > 1 else None
+            in_suite = parent is not None and parent.tag in _SUITES
+            named = [n for n in names if n]
+            if el.tag == "testcase" and in_suite:
+                numbers[-1] += 1
+                reader.case(el, named, numbers[-1])
+            elif el.tag in ("error", "failure") and in_suite:
+                reader.suite_error(el, named)
+            elif el.tag in _SUITES:
+                numbers.pop()
+                names.pop()
+            open_.pop()
+            if in_suite and el.tag not in _SUITES:
+                parent.remove(el)  # read: let it go
     except DefusedXmlException as exc:
         raise JUnitError(
             f"refused: the XML uses a forbidden construct ({type(exc).__name__})"
         ) from None
     except ParseError as exc:
         raise JUnitError(f"not well-formed XML ({exc})") from None
-    if root.tag not in ("testsuites", "testsuite"):
-        raise JUnitError(f"not a JUnit report: the root element is <{root.tag[:50]}>")
-    reader = _Reader()
-    reader.suite(root, [])
     if not reader.spans:
         return FileResults(reader.attempts, None, None)
     return FileResults(

@@ -5,6 +5,7 @@ ingester feeds it a whole file. Both get the same attempts.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from tracker.records import (
     XPASSED,
     AttemptRecord,
 )
+from tracker.validate import EARLIEST
 
 
 class ReportLogError(ValueError):
@@ -43,7 +45,15 @@ def _crash_message(longrepr: Any) -> str | None:
 
 
 def _longrepr_text(longrepr: Any) -> str | None:
-    """The traceback as pytest would print it (the serialized form keeps its lines)."""
+    """The traceback as pytest would print it; a shape pytest does not write is kept as its JSON,
+    so another tool's (or a hostile) file still says what it says."""
+    try:
+        return _pytest_longrepr(longrepr)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return json.dumps(longrepr, ensure_ascii=False)
+
+
+def _pytest_longrepr(longrepr: Any) -> str | None:
     if longrepr is None or isinstance(longrepr, str):
         return longrepr
     if isinstance(longrepr, list):
@@ -77,9 +87,10 @@ def _moment(value: Any) -> datetime | None:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
     try:
-        return datetime.fromtimestamp(value, UTC)
+        moment = datetime.fromtimestamp(value, UTC)
     except (ValueError, OverflowError, OSError):
         return None
+    return moment if moment >= EARLIEST else None  # 0: a placeholder, not a time
 
 
 def _is_timeout(message: str | None) -> bool:
@@ -116,6 +127,8 @@ class ReportLogParser:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ReportLogError(f"line {lineno}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ReportLogError(f"line {lineno}: JSON nested too deep") from None
         if not isinstance(data, dict) or "$report_type" not in data:
             raise ReportLogError(f"line {lineno}: not a pytest-reportlog record")
         return self.feed(data, lineno)
@@ -209,17 +222,23 @@ class ReportLogParser:
             self._done(cur, outcome)
 
 
-def parse_reportlog(text: str) -> ReportLogParser:
-    """A whole reportlog. A last line without its newline is the mark of a writer killed mid-line,
-    and is dropped; anything else malformed rejects the file."""
+def parse_reportlog(lines: Iterable[str], max_results: int | None = None) -> ReportLogParser:
+    """A whole reportlog, line by line (a file object, or a bounded stream of an upload). A last
+    line without its newline is the mark of a writer killed mid-line, and is dropped; anything
+    else malformed rejects the file."""
     parser = ReportLogParser()
-    lines = text.split("\n")
-    if lines and lines[-1].strip():
-        try:
-            json.loads(lines[-1])
-        except json.JSONDecodeError:
-            lines.pop()
+    pending, lineno = None, 0
     for lineno, line in enumerate(lines, 1):
-        parser.feed_line(line, lineno)
+        if pending is not None:
+            parser.feed_line(pending, lineno - 1)
+        pending = line
+        if max_results is not None and len(parser.attempts) > max_results:
+            raise ReportLogError(f"more than {max_results:,} test results")
+    if pending is not None:
+        try:
+            parser.feed_line(pending, lineno)
+        except ReportLogError:
+            if pending.endswith("\n"):
+                raise
     parser.close_open(INTERRUPTED, "the log ends before this test did")
     return parser

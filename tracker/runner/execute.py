@@ -101,7 +101,9 @@ def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecor
             if event["e"] == "collected":
                 nodeids = event["nodeids"]
     errors = (
-        parse_reportlog(report.read_text("utf-8", "replace")).attempts if report.exists() else []
+        parse_reportlog(report.read_text("utf-8", "replace").splitlines(keepends=True)).attempts
+        if report.exists()
+        else []
     )
     if nodeids is None:
         return [], errors, f"collection failed: {output_tail(output, 2000).strip()}"

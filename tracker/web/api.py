@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,23 +11,23 @@ from fastapi import (
     Depends,
     File,
     Form,
-    Header,
     HTTPException,
     Query,
-    Request,
     UploadFile,
 )
+from fastapi import Path as FastPath
 from pydantic import BaseModel, Field
 
 from tracker import queries, store
+from tracker.analysis import history
 from tracker.analysis.report import Scope
 from tracker.config import ConfigError
-from tracker.ingest import MAX_BYTES, IngestError, decode, load_run
+from tracker.ingest import IngestError, load_run
 from tracker.models import RunRequest
-from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web.deps import RowId, SessionDep, SettingsDep
+from tracker.web.guard import UPLOAD_MAX
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
-UPLOAD_MAX = 256 * 1024 * 1024  # bytes on the wire (a gzip of a reportlog is far smaller)
 
 RunnerQ = Annotated[str | None, Query(max_length=200)]
 
@@ -76,6 +75,20 @@ class ResultOut(BaseModel):
 class RunDetailOut(BaseModel):
     run: RunOut
     results: list[ResultOut]
+    total: int = Field(description="results in the run; `results` holds one page of them")
+
+
+class Problem(BaseModel):
+    detail: Any
+
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "no such run, test or suite"}
+}
+PAGE_MAX = 1000
+LimitQ = Annotated[int, Query(ge=1, le=PAGE_MAX)]
+OffsetQ = Annotated[int, Query(ge=0, le=2**31)]
+SuiteName = Annotated[str, FastPath(min_length=1, max_length=100)]
 
 
 class RunsOut(BaseModel):
@@ -110,37 +123,43 @@ def suites(session: SessionDep) -> list[dict[str, Any]]:
     ]
 
 
-@router.get("/suites/{suite}/runs", response_model=RunsOut)
+@router.get("/suites/{suite}/runs", response_model=RunsOut, responses=NOT_FOUND)
 def suite_runs(
-    suite: str,
+    suite: SuiteName,
     session: SessionDep,
     runner: RunnerQ = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> dict[str, Any]:
+    history.suite_id(session, suite)  # 404 for a suite never stored
+    history.runner_id(session, runner)
     return {"runs": queries.list_runs(session, suite, runner, limit)}
 
 
-@router.get("/runs/{run_id}", response_model=RunDetailOut)
-def run(run_id: int, session: SessionDep) -> dict[str, Any]:
-    return queries.run_detail(session, run_id)
+@router.get("/runs/{run_id}", response_model=RunDetailOut, responses=NOT_FOUND)
+def run(
+    run_id: RowId, session: SessionDep, limit: LimitQ = PAGE_MAX, offset: OffsetQ = 0
+) -> dict[str, Any]:
+    """The run and one page of its results (`limit`, `offset`; `total` says how many)."""
+    return queries.run_detail(session, run_id, limit=limit, offset=offset)
 
 
-@router.get("/runs/{run_id}/results", response_model=list[ResultOut])
+@router.get("/runs/{run_id}/results", response_model=list[ResultOut], responses=NOT_FOUND)
 def run_results(
-    run_id: int,
+    run_id: RowId,
     session: SessionDep,
     outcome: Annotated[str | None, Query(max_length=20)] = None,
     kernel: Annotated[str | None, Query(max_length=200)] = None,
+    limit: LimitQ = PAGE_MAX,
+    offset: OffsetQ = 0,
 ) -> list[dict]:
-    return [
-        r
-        for r in queries.run_detail(session, run_id)["results"]
-        if (not outcome or r["outcome"] == outcome) and (not kernel or r["kernel"] == kernel)
-    ]
+    queries.run_info(session, run_id)  # 404 for a run that does not exist
+    return queries.run_results(
+        session, run_id, outcome=outcome, kernel=kernel, limit=limit, offset=offset
+    )[0]
 
 
-@router.get("/tests/{test_id}")
-def test_detail(test_id: int, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+@router.get("/tests/{test_id}", responses=NOT_FOUND)
+def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     info = queries.case_info(session, test_id)
     stats = Scope(session, settings, info["suite"]).stats().get(test_id)
     return {
@@ -151,7 +170,7 @@ def test_detail(test_id: int, session: SessionDep, settings: SettingsDep) -> dic
 
 
 def get_scope(
-    suite: str,
+    suite: SuiteName,
     session: SessionDep,
     settings: SettingsDep,
     runner: RunnerQ = None,
@@ -164,22 +183,22 @@ def get_scope(
 ScopeDep = Annotated[Scope, Depends(get_scope)]
 
 
-@router.get("/suites/{suite}/flaky")
+@router.get("/suites/{suite}/flaky", responses=NOT_FOUND)
 def flaky(scope: ScopeDep) -> dict[str, Any]:
     return scope.flaky_json()
 
 
-@router.get("/suites/{suite}/kernels")
+@router.get("/suites/{suite}/kernels", responses=NOT_FOUND)
 def kernels(scope: ScopeDep) -> dict[str, Any]:
     return scope.kernels_json()
 
 
-@router.get("/suites/{suite}/clusters")
+@router.get("/suites/{suite}/clusters", responses=NOT_FOUND)
 def clusters(scope: ScopeDep) -> dict[str, Any]:
     return scope.clusters_json()
 
 
-@router.get("/suites/{suite}/promotion")
+@router.get("/suites/{suite}/promotion", responses=NOT_FOUND)
 def promotion(scope: ScopeDep) -> dict[str, Any]:
     return {"suite": scope.suite, "runner": scope.runner, **scope.promotion().as_dict()}
 
@@ -201,62 +220,49 @@ def schedule(settings: SettingsDep) -> list[dict[str, Any]]:
     ]
 
 
-def require_token(
-    settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
-) -> None:
-    """Bearer token from TRACKER_TOKEN, compared in constant time; no token set: no writes."""
-    if not settings.token:
-        raise HTTPException(403, "uploads are disabled: the server has no TRACKER_TOKEN set")
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.encode(), settings.token.encode()
-    ):
-        raise HTTPException(
-            401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
-        )
-
-
-def _limit_body(request: Request) -> None:
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > UPLOAD_MAX:
-        raise HTTPException(413, f"upload larger than {UPLOAD_MAX // 1024 // 1024} MB")
+WRITE = {
+    401: {"model": Problem, "description": "missing or wrong bearer token"},
+    403: {"model": Problem, "description": "the server has no TRACKER_TOKEN: writes are off"},
+}
 
 
 @router.post(
     "/suites/{suite}/runs",
     status_code=201,
     response_model=RunDetailOut,
-    dependencies=[Depends(_limit_body), Depends(require_token)],
+    responses={
+        **WRITE,
+        400: {"model": Problem, "description": "the file or a field is not valid: the reason"},
+        413: {"model": Problem, "description": f"the body is over {UPLOAD_MAX // 2**20} MB"},
+    },
 )
-async def upload(
-    suite: str,
+def upload(
+    suite: SuiteName,
     session: SessionDep,
     file: Annotated[UploadFile, File(description="reportlog JSONL (.gz ok), JUnit XML or a zip")],
-    runner: Annotated[str, Form(min_length=1, max_length=200)],
+    runner: Annotated[str, Form(min_length=1, max_length=100)],
     commit: Annotated[str | None, Form(max_length=100)] = None,
     started_at: Annotated[datetime | None, Form(description="ISO-8601 with offset")] = None,
 ) -> dict[str, Any]:
-    if not 0 < len(suite) <= 200:
-        raise HTTPException(422, "suite name must be 1-200 characters")
-    raw = await file.read(UPLOAD_MAX + 1)
-    if len(raw) > UPLOAD_MAX:
-        raise HTTPException(413, f"upload larger than {UPLOAD_MAX // 1024 // 1024} MB")
+    """Store a results file as a run. A plain `def`: the parse runs in a worker thread, never on
+    the event loop that answers everyone else."""
     name = Path(file.filename or "upload").name[:100]
     try:
         if started_at is not None and started_at.tzinfo is None:
             raise IngestError("started_at needs a time zone offset")
+        file.file.seek(0)
         record = load_run(
             Path(name),
             suite=suite,
             runner=runner,
             commit=commit,
             started_at=started_at,
-            text=decode(raw, name, MAX_BYTES),
+            stream=file.file,
         )
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
     saved = store.save_run(session, record)
-    return queries.run_detail(session, saved.id)
+    return queries.run_detail(session, saved.id, limit=PAGE_MAX)
 
 
 class TriggerOut(BaseModel):
@@ -270,9 +276,13 @@ class TriggerOut(BaseModel):
     "/suites/{suite}/trigger",
     status_code=202,
     response_model=TriggerOut,
-    dependencies=[Depends(require_token)],
+    responses={
+        **WRITE,
+        404: {"model": Problem, "description": "no such suite in the server's config"},
+        409: {"model": Problem, "description": "the suite is already running or queued"},
+    },
 )
-def trigger(suite: str, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+def trigger(suite: SuiteName, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     """Queue a run of a configured suite for the scheduler; refused (409) while one runs or
     waits."""
     try:

@@ -17,6 +17,7 @@ from tracker.db import get_engine
 from tracker.queries import NotFound
 from tracker.web import api, badges, pages
 from tracker.web.deps import templates
+from tracker.web.guard import WriteGuard
 
 STATIC = Path(__file__).parent / "static"
 
@@ -32,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(badges.router)
+    app.add_middleware(WriteGuard, settings=settings)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi import Path as PathParam
 from fastapi.templating import Jinja2Templates
 from sqlmodel import Session
 
@@ -34,3 +35,5 @@ def get_session(request: Request) -> Iterator[Session]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
+# ids are 64-bit integers in the database: a larger one is a 422, not a database error
+RowId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]

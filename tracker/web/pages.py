@@ -19,9 +19,10 @@ from tracker.analysis.stats import wilson
 from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
 from tracker.web import svg
-from tracker.web.deps import SessionDep, SettingsDep, templates
+from tracker.web.deps import RowId, SessionDep, SettingsDep, templates
 
 router = APIRouter(include_in_schema=False)
+PAGE = 1000  # results per page of a run, as in the API
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -111,12 +112,13 @@ def suite_page(
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
-    run_id: int,
+    run_id: RowId,
     session: SessionDep,
     outcome: str | None = Query(None, max_length=20),
     kernel: str | None = Query(None, max_length=200),
+    offset: int = Query(0, ge=0, le=10_000_000),
 ) -> HTMLResponse:
-    detail = queries.run_detail(session, run_id)
+    run = queries.run_info(session, run_id)
     failures = queries.failing_attempts(session, run_id)
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for f in failures:
@@ -139,30 +141,30 @@ def run_page(
             "still_failing": sorted(n for n, o in now.items() if o in bad and before.get(n) in bad),
             "new_flaky": sorted(n for n, o in now.items() if o == FLAKY and before.get(n) != FLAKY),
         }
-    results = [
-        r
-        for r in detail["results"]
-        if (not outcome or r["outcome"] == outcome) and (not kernel or r["kernel"] == kernel)
-    ]
+    results, total = queries.run_results(
+        session, run_id, outcome=outcome, kernel=kernel, limit=PAGE, offset=offset
+    )
     return render(
         request,
         "run.html",
-        run=detail["run"],
+        run=run,
         clusters=clusters,
         changes=changes,
-        results=results[:2000],
-        total_results=len(results),
-        outcomes=[o for o in FINAL_OUTCOMES if detail["run"]["counts"].get(o)],
-        kernels=sorted({r["kernel"] for r in detail["results"]}),
+        results=results,
+        total_results=total,
+        offset=offset,
+        page=PAGE,
+        outcomes=[o for o in FINAL_OUTCOMES if run["counts"].get(o)],
+        kernels=queries.run_kernels(session, run_id),
         outcome=outcome,
         kernel=kernel,
-        outputs=outputs(detail["run"]["artifacts"]),
+        outputs=outputs(run["artifacts"]),
     )
 
 
 @router.get("/tests/{test_id}", response_class=HTMLResponse)
 def test_page(
-    request: Request, test_id: int, session: SessionDep, settings: SettingsDep
+    request: Request, test_id: RowId, session: SessionDep, settings: SettingsDep
 ) -> HTMLResponse:
     info = queries.case_info(session, test_id)
     past = queries.case_history(session, test_id)
