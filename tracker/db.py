@@ -6,13 +6,15 @@ failing; foreign keys are off by default in SQLite and the schema relies on them
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from sqlalchemy import Engine, event
-from sqlmodel import Session, create_engine
+from sqlalchemy import Engine, event, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, SQLModel, create_engine
 
 PACKAGE_DIR = Path(__file__).parent
 
@@ -32,17 +34,58 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+# Every request and the scheduler's threads may hold a connection at once: the pool must be at
+# least as large as the server's worker threads (40), or requests wait and then fail.
+POOL = {"pool_size": 20, "max_overflow": 30, "pool_timeout": 60}
+
+
+def sqlite_path(url: str) -> Path | None:
+    if not url.startswith("sqlite") or url in ("sqlite://", "sqlite:///:memory:"):
+        return None
+    return Path(url.split("///", 1)[1]).expanduser()
+
+
 @cache
 def get_engine(url: str) -> Engine:
     """One engine per URL and process, migrated to the newest schema on first use."""
     is_sqlite = url.startswith("sqlite")
-    if is_sqlite and url not in ("sqlite://", "sqlite:///:memory:"):
-        Path(url.split("///", 1)[1]).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30} if is_sqlite else {})
+    path = sqlite_path(url)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"timeout": 30} if is_sqlite else {},
+        **(POOL if path or not is_sqlite else {}),
+    )
     if is_sqlite:
         event.listen(engine, "connect", _sqlite_pragmas)
     upgrade(engine)
     return engine
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """Commands started together on a fresh database must not both create the tables: the
+    first migrates, the others wait and find it done. SQLite: an flock on the database file
+    (SQLite's own locks are fcntl locks, which flock does not touch); PostgreSQL: an advisory
+    lock."""
+    path = sqlite_path(engine.url.render_as_string(hide_password=False))
+    if path is not None:
+        with path.open("ab") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(7262910)"))
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(7262910)"))
+    else:
+        yield
 
 
 def upgrade(engine: Engine) -> None:
@@ -51,7 +94,7 @@ def upgrade(engine: Engine) -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    with engine.begin() as conn:
+    with _migration_lock(engine), engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
@@ -60,3 +103,9 @@ def upgrade(engine: Engine) -> None:
 def session_scope(url: str) -> Iterator[Session]:
     with Session(get_engine(url), expire_on_commit=False) as session:
         yield session
+
+
+def upsert(session: Session, model: type[SQLModel]):
+    """An INSERT that takes ON CONFLICT clauses, in the database's own dialect."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    return dialect.insert(model)

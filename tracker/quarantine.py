@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import difflib
+import shlex
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
+from tracker.db import upsert
 from tracker.models import Case, Quarantine, Result, Suite
 from tracker.records import file_of, kernel_of
+from tracker.validate import escape_controls
 
 
 class QuarantineError(ValueError):
@@ -29,6 +31,12 @@ def active(session: Session, suite: str) -> set[str]:
             .where(Suite.name == suite)
         ).scalars()
     )
+
+
+def deselect_lines(nodeids: set[str] | list[str]) -> list[str]:
+    """One `--deselect` option per line, the id quoted for a shell and for pytest's own
+    `addopts` (both split with shell rules): an id cannot end the line or add an option."""
+    return [f"--deselect {shlex.quote(escape_controls(n))}" for n in sorted(nodeids)]
 
 
 def _suite(session: Session, suite: str) -> int:
@@ -66,14 +74,14 @@ def add(
     if not force and (why := _never_recorded(session, sid, suite, nodeid)):
         raise QuarantineError(why)
     session.execute(
-        sqlite_insert(Case).on_conflict_do_nothing(),
+        upsert(session, Case).on_conflict_do_nothing(),
         [{"suite_id": sid, "nodeid": nodeid, "file": file_of(nodeid), "kernel": kernel_of(nodeid)}],
     )
     test_id = session.execute(
         select(Case.id).where(Case.suite_id == sid, Case.nodeid == nodeid)
     ).scalar_one()
     session.execute(
-        sqlite_insert(Quarantine)
+        upsert(session, Quarantine)
         .values(test_id=test_id, reason=reason[:500], since=datetime.now(UTC), by=by[:100])
         .on_conflict_do_update(index_elements=["test_id"], set_={"reason": reason[:500]})
     )

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import insert, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from tracker import quarantine
+from tracker.db import upsert
 from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
 from tracker.records import (
     FAILING,
@@ -40,13 +43,26 @@ ENV_COLUMNS = (
 )
 
 
+# One writer at a time per process (web threads, the scheduler's thread): SQLite takes one writer
+# anyway, and a queue here keeps the others from holding pooled connections while they wait.
+_WRITE_LOCK = threading.Lock()
+CHUNK = 5_000  # rows per executemany: a 100,000-test run is not built as one list in memory
+
+
 def _named(session: Session, model: type[Suite] | type[Runner], name: str) -> int:
-    row = session.execute(select(model).where(model.name == name)).scalars().first()
-    if row is None:
-        row = model(name=name, created_at=datetime.now(UTC))
-        session.add(row)
-        session.flush()
-    return row.id
+    """Insert-or-get: two processes storing the first run of a new suite both get its id."""
+    session.execute(
+        upsert(session, model)
+        .values(name=name, created_at=datetime.now(UTC))
+        .on_conflict_do_nothing()
+    )
+    return session.execute(select(model.id).where(model.name == name)).scalar_one()
+
+
+def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    rows = iter(rows)
+    while chunk := list(islice(rows, CHUNK)):
+        yield chunk
 
 
 def _environment(session: Session, env: dict[str, Any] | None) -> int | None:
@@ -58,16 +74,15 @@ def _environment(session: Session, env: dict[str, Any] | None) -> int | None:
     key["device_kind"] = key["device_kind"] or "unknown"
     key["device_count"] = key["device_count"] or 0
     fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-    found = session.execute(
-        select(Environment.id).where(Environment.fingerprint == fingerprint)
-    ).scalar()
-    if found is not None:
-        return found
     details = {k: v for k, v in env.items() if k not in ENV_COLUMNS}
-    row = Environment(fingerprint=fingerprint, details=details, **key)
-    session.add(row)
-    session.flush()
-    return row.id
+    session.execute(
+        upsert(session, Environment)
+        .values(fingerprint=fingerprint, details=details, **key)
+        .on_conflict_do_nothing()
+    )
+    return session.execute(
+        select(Environment.id).where(Environment.fingerprint == fingerprint)
+    ).scalar_one()
 
 
 class Busy(RuntimeError):
@@ -79,6 +94,11 @@ def start_run(
 ) -> Run:
     """A `running` row, visible while the suite runs and closable if the tracker dies. The
     database allows one running run per suite and runner: a second is refused (Busy)."""
+    with _WRITE_LOCK:
+        return _start_run(session, record, host, pid)
+
+
+def _start_run(session: Session, record: RunRecord, host: str | None, pid: int | None) -> Run:
     run = Run(
         host=host,
         pid=pid,
@@ -102,6 +122,15 @@ def start_run(
 
 def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run:
     """Store every result and attempt of the run, and its status and counts."""
+    with _WRITE_LOCK:
+        try:
+            return _save_run(session, record, run)
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def _save_run(session: Session, record: RunRecord, run: Run | None) -> Run:
     quarantined = quarantine.active(session, record.suite)
     finals, status, counts = summarize(record, quarantined)
     suite_id = _named(session, Suite, record.suite)
@@ -127,49 +156,43 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
     session.add(run)
     session.flush()
 
-    if finals:
-        session.execute(
-            sqlite_insert(Case).on_conflict_do_nothing(),
-            [
-                {"suite_id": suite_id, "nodeid": n, "file": file_of(n), "kernel": kernel_of(n)}
-                for n in finals
-            ],
-        )
+    for chunk in _chunks(
+        {"suite_id": suite_id, "nodeid": n, "file": file_of(n), "kernel": kernel_of(n)}
+        for n in finals
+    ):
+        session.execute(upsert(session, Case).on_conflict_do_nothing(), chunk)
     ids = dict(session.execute(select(Case.nodeid, Case.id).where(Case.suite_id == suite_id)).all())
     grouped = record.by_test()
-    result_rows, attempt_rows = [], []
-    for nodeid, outcome in finals.items():
-        attempts = grouped[nodeid]
-        result_rows.append(
-            {
-                "run_id": run.id,
-                "test_id": ids[nodeid],
-                "outcome": outcome,
-                "duration": attempts[0].duration if attempts else 0.0,
-                "attempts": len(attempts),
-                "quarantined": nodeid in quarantined,
-            }
-        )
-        attempt_rows.extend(
-            {
-                "run_id": run.id,
-                "test_id": ids[nodeid],
-                "number": number,
-                "outcome": a.outcome,
-                "duration": a.duration,
-                "isolated": a.isolated,
-                "process": a.process,
-                "position": a.position,
-                "worker": a.worker,
-                "started_at": a.started_at,
-                "message": a.message,
-                "longrepr": a.longrepr,
-            }
-            for number, a in enumerate(attempts, 1)
-        )
-    if result_rows:
-        session.execute(insert(Result), result_rows)
-    if attempt_rows:
-        session.execute(insert(Attempt), attempt_rows)
+    for chunk in _chunks(
+        {
+            "run_id": run.id,
+            "test_id": ids[nodeid],
+            "outcome": outcome,
+            "duration": grouped[nodeid][0].duration if grouped[nodeid] else 0.0,
+            "attempts": len(grouped[nodeid]),
+            "quarantined": nodeid in quarantined,
+        }
+        for nodeid, outcome in finals.items()
+    ):
+        session.execute(insert(Result), chunk)
+    for chunk in _chunks(
+        {
+            "run_id": run.id,
+            "test_id": ids[nodeid],
+            "number": number,
+            "outcome": a.outcome,
+            "duration": a.duration,
+            "isolated": a.isolated,
+            "process": a.process,
+            "position": a.position,
+            "worker": a.worker,
+            "started_at": a.started_at,
+            "message": a.message,
+            "longrepr": a.longrepr,
+        }
+        for nodeid, attempts in grouped.items()
+        for number, a in enumerate(attempts, 1)
+    ):
+        session.execute(insert(Attempt), chunk)
     session.commit()
     return run

@@ -46,6 +46,15 @@ def escape_controls(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+_TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_terminal(text: str) -> str:
+    """Text for a terminal: lines and tabs stay; escapes that clear the screen, retitle the
+    window or write the clipboard (OSC 52) show as text."""
+    return _TERMINAL_UNSAFE.sub(_escape, text)
+
+
 def clean_text(text: str | None) -> str | None:
     """Failure text keeps its lines and tabs (and ANSI colours, which pages show as text); NUL
     goes, since no database column should hold it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -21,6 +22,7 @@ from tracker.analysis.kernels import ICONS, markdown
 from tracker.analysis.report import Scope
 from tracker.cli.app import EXIT_NOT_MET, JsonOpt, app, fail, out, state
 from tracker.db import session_scope
+from tracker.validate import escape_controls
 
 quarantine_app = typer.Typer(
     help="Quarantined tests: they run, but do not fail runs.", no_args_is_help=True
@@ -76,8 +78,8 @@ def flaky(
     also the broken ones (failing since a commit). `--format deselect` prints the quarantine."""
     if fmt == FlakyFormat.deselect:
         with session_scope(state.settings().database_url) as session:
-            for nodeid in sorted(quarantine.active(session, suite)):
-                print(f"--deselect {nodeid}")
+            for line in quarantine.deselect_lines(quarantine.active(session, suite)):
+                print(line)
         return
     with scope(suite, runner, days) as s:
         if fmt == FlakyFormat.json:
@@ -269,9 +271,7 @@ def quarantine_propose(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonO
         return
     for x in proposals:
         kinds = ", ".join(sorted(x.evidence))
-        out.print(
-            Text(
-                f"tracker quarantine add --suite {suite} '{x.nodeid}' "
-                f"--reason 'flaky: {x.failures}/{x.runs} failed ({kinds})' --by rule:flaky"
-            )
-        )
+        reason = f"flaky: {x.failures}/{x.runs} failed ({kinds})"
+        command = ["tracker", "quarantine", "add", "--suite", suite, escape_controls(x.nodeid)]
+        # quoted for the shell it is pasted into, and never wrapped: half a command is worse
+        print(shlex.join([*command, "--reason", reason, "--by", "rule:flaky"]))

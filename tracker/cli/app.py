@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.text import Text
 
 from tracker.config import ConfigError, Settings, load_settings
+from tracker.validate import escape_terminal
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_MET, EXIT_INFRA = 1, 2, 3, 4
 
@@ -28,8 +30,23 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class SafeConsole(Console):
+    """Test ids, messages and names come from the tested repository and from uploads: every
+    piece of text is escaped on its way to the terminal, while Rich's own styling (kept apart
+    from the text, in each segment's style) still applies."""
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None):
+        for segment in super().render(renderable, options):
+            if segment.control or not segment.text:
+                yield segment
+            else:
+                yield Segment(escape_terminal(segment.text), segment.style)
+
+
+out = SafeConsole(highlight=False)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 

@@ -203,7 +203,7 @@ def flaky_page(
     request: Request, suite: str, session: SessionDep, settings: SettingsDep
 ) -> HTMLResponse:
     scope = Scope(session, settings, suite)
-    deselect = "\n".join(f"--deselect {n}" for n in sorted(quarantine.active(session, suite)))
+    deselect = "\n".join(quarantine.deselect_lines(quarantine.active(session, suite)))
     return render(
         request,
         "flaky.html",
