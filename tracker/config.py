@@ -130,6 +130,7 @@ class Settings(BaseSettings):
     fatal_patterns: list[str] = Field(default_factory=list)
     # bearer token for writes over HTTP; from the environment (TRACKER_TOKEN), never the repo
     token: str | None = Field(default=None, min_length=16, repr=False)
+    upload_max_mb: int = Field(default=64, ge=1, le=1024)  # a request body, compressed or not
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)

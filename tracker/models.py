@@ -91,6 +91,7 @@ class Run(SQLModel, table=True):
     artifacts: str | None = None  # folder with the run's reportlogs and pytest output
     host: str | None = Field(default=None, max_length=200)  # who runs it: a dead pid there
     pid: int | None = None  # means the run was interrupted
+    heartbeat_at: datetime | None = None  # written while it runs: a lapse means its owner died
 
 
 class Case(SQLModel, table=True):

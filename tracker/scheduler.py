@@ -27,7 +27,7 @@ from tracker import store
 from tracker.config import Settings, SuiteConfig, cron_trigger
 from tracker.db import get_engine, session_scope
 from tracker.models import Attempt, Result, Run, RunRequest, RunSlot
-from tracker.service import HOST, log, recover, run_and_store
+from tracker.service import HOST, RECOVER_EVERY_S, log, recover, run_and_store
 
 _settings: Settings | None = None  # the jobs run in the process that started the scheduler
 
@@ -185,6 +185,15 @@ def build(
         "interval",
         seconds=settings.scheduler.poll_seconds,
         id="poll-requests",
+        jobstore="local",
+        replace_existing=True,
+    )
+    scheduler.add_job(
+        recover,
+        "interval",
+        seconds=RECOVER_EVERY_S,
+        args=[settings],
+        id="recover",
         jobstore="local",
         replace_existing=True,
     )

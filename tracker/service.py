@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import socket
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,11 +22,13 @@ from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Run, Runner, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
 from tracker.runner.execute import Reporter, execute
-from tracker.runner.process import kill_all
+from tracker.runner.process import kill_all, kill_leftovers
 
 log = logging.getLogger("tracker")
 HOST = socket.gethostname()
-STALE_AFTER = timedelta(days=1)  # a run on another host older than its timeout plus this is dead
+HEARTBEAT_S = 10  # a running run's owner writes its heartbeat this often
+LAPSE = timedelta(minutes=2)  # ... so a heartbeat this old means the owner is gone
+RECOVER_EVERY_S = 30  # how often `serve` and the scheduler look for runs whose owner died
 
 
 def _alive(pid: int | None) -> bool:
@@ -50,15 +53,23 @@ def run_and_store(
     """One run of `suite`, stored. Raises store.Busy while the suite runs on this runner."""
     url = settings.database_url
     started: dict[str, Run] = {}
+    done = threading.Event()
+
+    def beat(run_id: int) -> None:
+        while not done.wait(HEARTBEAT_S):
+            with session_scope(url) as session:
+                store.heartbeat(session, run_id)
 
     def on_start(record: RunRecord) -> None:
         with session_scope(url) as session:
             started["run"] = store.start_run(session, record, HOST, os.getpid())
+        threading.Thread(target=beat, args=(started["run"].id,), daemon=True).start()
         log.info("run %s %s on %s: started (%s)", started["run"].id, suite.name, record.runner, why)
 
     try:
         record = execute(settings, suite, reporter, on_start)
     except BaseException:
+        done.set()
         kill_all()
         if "run" in started:  # Ctrl-C or a crash of ours: keep what the reportlogs hold
             with session_scope(url) as session:
@@ -68,6 +79,7 @@ def run_and_store(
                     f"the tracker stopped during the run ({why})",
                 )
         raise
+    done.set()
     with session_scope(url) as session:
         saved = store.save_run(session, record, started.get("run"))
     log.info(
@@ -135,19 +147,26 @@ def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
     )
 
 
+def _owner_gone(run: Run, now: datetime) -> bool:
+    """On this host a dead pid says so at once; anywhere, a heartbeat that lapsed does (a run
+    from before heartbeats: one older than any run may last)."""
+    if run.host == HOST and run.pid != os.getpid() and not _alive(run.pid):
+        return True
+    last = run.heartbeat_at or run.started_at
+    return now - last > (LAPSE if run.heartbeat_at else timedelta(days=2))
+
+
 def recover(settings: Settings) -> list[int]:
-    """Close every `running` run whose tracker is gone: on this host its pid is dead; on another
-    host it is older than any run may last."""
-    longest = max([s.run_timeout for s in settings.suites] or [14400])
+    """Close every `running` run whose tracker is gone, keeping the results its reportlogs
+    hold, and kill what it left running on this host."""
     now = datetime.now(UTC)
     closed = []
     with session_scope(settings.database_url) as session:
         for run in session.execute(select(Run).where(Run.status == RUN_RUNNING)).scalars():
-            if run.host == HOST:
-                if run.pid == os.getpid() or _alive(run.pid):
-                    continue
-            elif now - run.started_at < timedelta(seconds=longest) + STALE_AFTER:
+            if (run.pid == os.getpid() and run.host == HOST) or not _owner_gone(run, now):
                 continue
+            if run.host == HOST and run.artifacts:
+                kill_leftovers(Path(run.artifacts))
             close_interrupted(
                 session,
                 run,
@@ -156,3 +175,15 @@ def recover(settings: Settings) -> list[int]:
             )
             closed.append(run.id)
     return closed
+
+
+def keep_recovering(settings: Settings, stop: threading.Event) -> None:
+    """`recover` now and every RECOVER_EVERY_S until `stop`: a survivor must not wait for a
+    restart to see that another tracker's run died."""
+    while True:
+        try:
+            recover(settings)
+        except Exception:  # a locked or unreachable database now is no reason to stop trying
+            log.exception("closing stale runs failed")
+        if stop.wait(RECOVER_EVERY_S):
+            return

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -118,6 +118,16 @@ def _start_run(session: Session, record: RunRecord, host: str | None, pid: int |
         session.rollback()
         raise Busy(f"{record.suite} is already running on {record.runner}") from None
     return run
+
+
+def heartbeat(session: Session, run_id: int) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status == RUN_RUNNING)
+            .values(heartbeat_at=datetime.now(UTC))
+        )
+        session.commit()
 
 
 def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run:

@@ -146,8 +146,12 @@ def runs(
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 30,
     as_json: JsonOpt = False,
 ) -> None:
-    """List recent runs, newest first."""
-    with session_scope(state.settings().database_url) as session:
+    """List recent runs, newest first (closing first any run whose tracker died)."""
+    from tracker.service import recover
+
+    settings = state.settings()
+    recover(settings)
+    with session_scope(settings.database_url) as session:
         rows = queries.list_runs(session, suite, runner, limit)
     if as_json:
         print(json.dumps({"runs": rows}, ensure_ascii=False))

@@ -33,10 +33,13 @@ def serve(
     workers, run `--no-scheduler` and one `tracker scheduler` process beside them."""
     import uvicorn
 
+    from tracker.service import keep_recovering
     from tracker.web.app import create_app
 
     _logging()
     settings = state.settings()
+    stop = threading.Event()
+    threading.Thread(target=keep_recovering, args=(settings, stop), daemon=True).start()
     scheduler = None
     if with_scheduler:
         from tracker.scheduler import build
@@ -46,6 +49,7 @@ def serve(
     try:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
     finally:
+        stop.set()
         if scheduler is not None:
             scheduler.shutdown(wait=False)
 

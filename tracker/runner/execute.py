@@ -24,6 +24,7 @@ from tracker.records import (
     RUN_TIMED_OUT,
     AttemptRecord,
     RunRecord,
+    bound_nodeid,
     file_of,
 )
 from tracker.runner.checkout import CheckoutError, checkout
@@ -233,10 +234,12 @@ def execute(
     execution = _Execution(job, reporter)
     record.attempts.extend(execution.in_parallel(slots, pieces(nodeids, len(slots)), rerun=False))
 
-    runnable = set(nodeids)  # collection errors are not rerun: there is no test to run
+    # by_test() holds ids as stored (over-long ones cut); pytest selects by the whole id.
+    # Collection errors are not rerun: there is no test to run.
+    runnable = {bound_nodeid(n): n for n in nodeids}
     for _ in range(suite.reruns):
         retry = [
-            n
+            runnable[n]
             for n, atts in record.by_test().items()
             if n in runnable
             and atts

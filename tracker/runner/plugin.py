@@ -9,6 +9,8 @@ TRACKER_SELECT   file with the test ids to run, one per line, in this order; fil
                  them are not even imported.
 TRACKER_FATAL    regular expression of device-fatal errors: the first failure that matches ends the
                  session after that test, so one poisoned device context cannot fail the rest.
+TRACKER_PARENT   pid of the tracker: on Linux the process asks the kernel to kill it when the
+                 tracker dies (even by kill -9), so no orphan holds the device into the next run.
 
 Results themselves are streamed by pytest-reportlog.
 """
@@ -18,10 +20,28 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import sys
 import time
 
 import pytest
 
+
+def _die_with_the_tracker() -> None:
+    parent = os.environ.get("TRACKER_PARENT")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_die_with_the_tracker()
 _events = None
 _fatal_re = re.compile(os.environ["TRACKER_FATAL"]) if os.environ.get("TRACKER_FATAL") else None
 _selected: list[str] | None = None

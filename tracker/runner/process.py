@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.ingest.reportlog import ReportLogParser
-from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, AttemptRecord
+from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, AttemptRecord, bound_nodeid
 
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 POLL_S = 0.1
@@ -89,6 +89,8 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
     path = str(plugin_dir(job.workdir))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     env["TRACKER_FATAL"] = job.fatal_regex
+    env["TRACKER_PARENT"] = str(os.getpid())
+    env["TRACKER_WORKDIR"] = str(job.workdir)  # finds leftovers after a crash of ours
     env.update(tracker_vars)
     return env
 
@@ -113,6 +115,22 @@ def kill_all() -> None:
 
 
 atexit.register(kill_all)
+
+
+def kill_leftovers(workdir: Path) -> int:
+    """Kill every process of this host still working for a run's folder (the pytest processes
+    and anything they started, found by the environment they inherited): the recovery after a
+    tracker that died too hard to clean up after itself."""
+    marker = f"TRACKER_WORKDIR={workdir}".encode()
+    killed = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
 
 
 def pytest_command(job: Job, report: Path, *options: str) -> list[str]:
@@ -185,8 +203,9 @@ class Watch:
 
     def event(self, event: dict) -> None:
         if event["e"] == "start":
-            self.last_start = (event["nodeid"], time.monotonic())
-            self.positions.setdefault(event["nodeid"], len(self.positions))
+            nodeid = bound_nodeid(event["nodeid"])  # as the attempts hold it
+            self.last_start = (nodeid, time.monotonic())
+            self.positions.setdefault(nodeid, len(self.positions))
         elif event["e"] == "fatal":
             self.fatal = f"{event['signature']} in {event['nodeid']}"
 
@@ -314,7 +333,7 @@ def _watch(
         on_attempt(attempt)
     result = ProcessResult(
         attempts=watch.done,
-        remaining=[n for n in nodeids if n not in watch.finished],
+        remaining=[n for n in nodeids if bound_nodeid(n) not in watch.finished],
         run_timed_out=killed == "run_timeout",
     )
     if result.remaining and not watch.done:

@@ -25,7 +25,6 @@ from tracker.config import ConfigError
 from tracker.ingest import IngestError, load_run
 from tracker.models import RunRequest
 from tracker.web.deps import RowId, SessionDep, SettingsDep
-from tracker.web.guard import UPLOAD_MAX
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -233,7 +232,7 @@ WRITE = {
     responses={
         **WRITE,
         400: {"model": Problem, "description": "the file or a field is not valid: the reason"},
-        413: {"model": Problem, "description": f"the body is over {UPLOAD_MAX // 2**20} MB"},
+        413: {"model": Problem, "description": "the body is larger than `upload_max_mb`"},
     },
 )
 def upload(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import Depends, Request
 from fastapi import Path as PathParam
@@ -21,7 +22,14 @@ def templates_dir() -> Path:
     return bundled if bundled.is_dir() else PACKAGE_DIR.parent / "templates"
 
 
+def path_segment(value: object) -> str:
+    """A name as one URL path segment: `/` and `?` cannot leave it, and `..` cannot climb."""
+    text = quote(str(value), safe="")
+    return text.replace(".", "%2E") if text in (".", "..") else text
+
+
 templates = Jinja2Templates(directory=str(templates_dir()))
+templates.env.filters["seg"] = path_segment
 
 
 def get_settings(request: Request) -> Settings:

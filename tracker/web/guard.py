@@ -14,8 +14,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.config import Settings
 
-UPLOAD_MAX = 64 * 1024 * 1024  # bytes on the wire; a gzip of a 10,000-test reportlog is ~4 MB
-
 
 def token_problem(settings: Settings, authorization: str | None) -> tuple[int, str] | None:
     """Why a write is refused (status, reason), or None. Bearer token from TRACKER_TOKEN,
@@ -31,13 +29,16 @@ def token_problem(settings: Settings, authorization: str | None) -> tuple[int, s
 
 
 class BodyTooLarge(HTTPException):
-    def __init__(self) -> None:
-        super().__init__(413, f"the body is larger than {UPLOAD_MAX // 1024 // 1024} MB")
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the body is larger than {limit // 1024 // 1024} MB")
 
 
 class WriteGuard:
-    def __init__(self, app: ASGIApp, settings: Settings, limit: int = UPLOAD_MAX) -> None:
-        self.app, self.settings, self.limit = app, settings, limit
+    """Settings' `upload_max_mb` bounds the body (a gzip of a 10,000-test reportlog is ~4 MB)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app, self.settings = app, settings
+        self.limit = settings.upload_max_mb * 1024 * 1024
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -51,7 +52,7 @@ class WriteGuard:
         problem = token_problem(self.settings, headers.get("authorization"))
         length = headers.get("content-length", "")
         if problem is None and length and (not length.isdigit() or int(length) > self.limit):
-            problem = BodyTooLarge().status_code, BodyTooLarge().detail
+            problem = 413, BodyTooLarge(self.limit).detail
         if problem is not None:
             await _refuse(send, *problem)
             return
@@ -62,7 +63,9 @@ class WriteGuard:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise BodyTooLarge()  # becomes the 413 through FastAPI's exception handling
+                raise BodyTooLarge(
+                    self.limit
+                )  # becomes the 413 through FastAPI's exception handling
             return message
 
         await self.app(scope, bounded, send)

@@ -19,7 +19,7 @@ from tracker.analysis.stats import wilson
 from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
 from tracker.web import svg
-from tracker.web.deps import RowId, SessionDep, SettingsDep, templates
+from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
 
 router = APIRouter(include_in_schema=False)
 PAGE = 1000  # results per page of a run, as in the API
@@ -227,7 +227,7 @@ def promotion_page(
     verdict = scope.promotion()
     base = str(request.base_url).rstrip("/")
     badge_md = "\n".join(
-        f"![{m}]({base}/badge/{suite}.svg?metric={m})"
+        f"![{m}]({base}/badge/{path_segment(suite)}.svg?metric={m})"
         for m in ("status", "runs", "pass-rate", "promotion")
     )
     return render(
