@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SUITES = Path(__file__).parent / "suites"
@@ -50,6 +52,32 @@ def junit(cases: dict[str, tuple[str, str | None]]) -> str:
             "</testcase>"
         )
     return f'<testsuite name="pytest">{"".join(rows)}</testsuite>'
+
+
+@contextmanager
+def live_server(app) -> Iterator[str]:
+    """A real uvicorn on a free port of 127.0.0.1, in a thread; yields its base URL."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 HOSTILE = '<script>alert("x")</script>'

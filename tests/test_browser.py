@@ -5,14 +5,10 @@ uvicorn on 127.0.0.1: no console errors, the clicks a maintainer makes, screensh
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
-from helpers import fill
+from helpers import fill, live_server
 
 from tracker.config import RunnerConfig, Settings
 from tracker.web.app import create_app
@@ -32,21 +28,8 @@ def base_url(tmp_path_factory):
         runner=RunnerConfig(name="ci", device="cpu"),
     )
     fill(settings, tmp)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
+    with live_server(create_app(settings)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,14 @@ needs, and its healthcheck command really passes against a running tracker."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import compose_spec
 import pytest
-import uvicorn
 import yaml
+from helpers import live_server
 
 from tracker.config import Settings, load_settings
 from tracker.web.app import create_app
@@ -99,19 +96,9 @@ def test_deploy_config_is_valid():
 
 
 def test_healthcheck_command_passes_against_a_real_server(compose, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'h.db'}"))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    try:
-        for _ in range(100):
-            if server.started:
-                break
-            time.sleep(0.05)
+    with live_server(app) as url:
+        port = url.rsplit(":", 1)[1]
         cmd = compose["services"]["tracker"]["healthcheck"]["test"][1:]  # drop "CMD"
-        cmd = [sys.executable if c == "python3" else c.replace("8000", str(port)) for c in cmd]
+        cmd = [sys.executable if c == "python3" else c.replace("8000", port) for c in cmd]
         assert subprocess.run(cmd, timeout=30).returncode == 0
-    finally:
-        server.should_exit = True

@@ -232,8 +232,7 @@ def parse_reportlog(lines: Iterable[str], max_results: int | None = None) -> Rep
         if pending is not None:
             parser.feed_line(pending, lineno - 1)
         pending = line
-        if max_results is not None and len(parser.attempts) > max_results:
-            raise ReportLogError(f"more than {max_results:,} test results")
+        _check_count(parser, max_results)
     if pending is not None:
         try:
             parser.feed_line(pending, lineno)
@@ -241,4 +240,10 @@ def parse_reportlog(lines: Iterable[str], max_results: int | None = None) -> Rep
             if pending.endswith("\n"):
                 raise
     parser.close_open(INTERRUPTED, "the log ends before this test did")
+    _check_count(parser, max_results)
     return parser
+
+
+def _check_count(parser: ReportLogParser, max_results: int | None) -> None:
+    if max_results is not None and len(parser.attempts) > max_results:
+        raise ReportLogError(f"more than {max_results:,} test results")
