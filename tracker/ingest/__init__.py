@@ -23,7 +23,7 @@ from typing import BinaryIO
 from tracker.ingest.junit import JUnitError, parse_junit
 from tracker.ingest.reportlog import ReportLogError, parse_reportlog
 from tracker.records import FileResults, RunRecord
-from tracker.validate import MAX_RESULTS, MAX_SECONDS, InvalidRecord, check_record
+from tracker.validate import MAX_RESULTS, MAX_SECONDS, InvalidRecord, check_name, check_record
 
 MAX_BYTES = 256 * 1024 * 1024  # uncompressed; a 10,000-test reportlog is ~40 MB
 MAX_LINE = 8 * 1024 * 1024  # one reportlog record: a test's report with its captured output
@@ -150,6 +150,11 @@ def load_run(
     test start to last test stop), else the sum of its test durations, as if they ran one after
     the other."""
     name = path.name
+    try:  # before reading a byte: a bad name is a bad request, whatever the file holds
+        check_name(suite, "suite")
+        check_name(runner, "runner")
+    except InvalidRecord as exc:
+        raise IngestError(str(exc)) from None
     found = read_path(path) if stream is None else read_results(stream, name)
     attempts = found.attempts
     if not attempts:

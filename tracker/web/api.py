@@ -24,7 +24,7 @@ from tracker.analysis.report import Scope
 from tracker.config import ConfigError
 from tracker.ingest import IngestError, load_run
 from tracker.models import RunRequest
-from tracker.web.deps import RowId, SessionDep, SettingsDep
+from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -77,13 +77,6 @@ class RunDetailOut(BaseModel):
     total: int = Field(description="results in the run; `results` holds one page of them")
 
 
-class Problem(BaseModel):
-    detail: Any
-
-
-NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": Problem, "description": "no such run, test or suite"}
-}
 PAGE_MAX = 1000
 LimitQ = Annotated[int, Query(ge=1, le=PAGE_MAX)]
 OffsetQ = Annotated[int, Query(ge=0, le=2**31)]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracker.analysis.report import Scope
 from tracker.web.badge import Badge, Metric, cached, etag, svg
-from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web.deps import NOT_FOUND, SessionDep, SettingsDep
 
 router = APIRouter(prefix="/badge", tags=["badges"])
 
@@ -27,7 +27,13 @@ BadgeDep = Annotated[Badge, Depends(get_badge)]
 
 
 @router.get(
-    "/{suite}.svg", response_class=Response, responses={200: {"content": {"image/svg+xml": {}}}}
+    "/{suite}.svg",
+    response_class=Response,
+    responses={
+        200: {"content": {"image/svg+xml": {}}},
+        304: {"description": "unchanged since the ETag sent in If-None-Match"},
+        **NOT_FOUND,
+    },
 )
 def badge_svg(request: Request, badge: BadgeDep) -> Response:
     body = svg(badge)
@@ -38,7 +44,7 @@ def badge_svg(request: Request, badge: BadgeDep) -> Response:
     return Response(body, media_type="image/svg+xml", headers=headers)
 
 
-@router.get("/{suite}.json")
+@router.get("/{suite}.json", responses=NOT_FOUND)
 def badge_json(badge: BadgeDep) -> dict:
     """shields.io endpoint schema: schemaVersion, label, message, color, cacheSeconds."""
     return badge.shields()

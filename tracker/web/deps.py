@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, Request
 from fastapi import Path as PathParam
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
 from sqlmodel import Session
 
 from tracker.config import Settings
@@ -45,3 +46,14 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 # ids are 64-bit integers in the database: a larger one is a 422, not a database error
 RowId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
+
+
+class Problem(BaseModel):
+    """What an error answer holds: FastAPI's `{"detail": ...}`."""
+
+    detail: Any
+
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "no such run, test, suite or runner"}
+}
