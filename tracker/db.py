@@ -7,6 +7,7 @@ failing; foreign keys are off by default in SQLite and the schema relies on them
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -66,17 +67,17 @@ def get_engine(url: str) -> Engine:
 @contextmanager
 def _migration_lock(engine: Engine) -> Iterator[None]:
     """Commands started together on a fresh database must not both create the tables: the
-    first migrates, the others wait and find it done. SQLite: an flock on the database file
-    (SQLite's own locks are fcntl locks, which flock does not touch); PostgreSQL: an advisory
-    lock."""
+    first migrates, the others wait and find it done. SQLite: an flock on the database's folder
+    (never on the database file: closing any descriptor of that file would drop the locks SQLite
+    holds on it in this process); PostgreSQL: an advisory lock."""
     path = sqlite_path(engine.url.render_as_string(hide_password=False))
     if path is not None:
-        with path.open("ab") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
     elif engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(7262910)"))
