@@ -111,7 +111,8 @@ def test_quarantine_keeps_running_but_stops_failing_runs(nights):
         )
         assert proc.returncode == 0, proc.stderr
     deselect = tracker(nights, "flaky", "--suite", "transformers", "--format", "deselect").stdout
-    assert deselect.splitlines() == [f"--deselect {B}", f"--deselect {C}"]
+    # quoted: `[` is a glob to a shell
+    assert deselect.splitlines() == [f"--deselect '{B}'", f"--deselect '{C}'"]
     path = nights / "again.xml"
     path.write_text(junit(NIGHTS[2][1]))
     run = json.loads(

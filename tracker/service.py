@@ -150,7 +150,7 @@ def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
 def _owner_gone(run: Run, now: datetime) -> bool:
     """On this host a dead pid says so at once; anywhere, a heartbeat that lapsed does (a run
     from before heartbeats: one older than any run may last)."""
-    if run.host == HOST and run.pid != os.getpid() and not _alive(run.pid):
+    if run.host == HOST and not _alive(run.pid):
         return True
     last = run.heartbeat_at or run.started_at
     return now - last > (LAPSE if run.heartbeat_at else timedelta(days=2))
