@@ -68,9 +68,9 @@ def run_and_store(
 
     try:
         record = execute(settings, suite, reporter, on_start)
-    except BaseException:
+    except BaseException as exc:
         done.set()
-        kill_all()
+        kill_all(final=not isinstance(exc, Exception))  # Ctrl-C or exit: the process ends
         if "run" in started:  # Ctrl-C or a crash of ours: keep what the reportlogs hold
             with session_scope(url) as session:
                 close_interrupted(

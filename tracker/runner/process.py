@@ -99,6 +99,7 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
 # which also means they outlive us unless we end them: on Ctrl-C, on a crash, at exit.
 _live: set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
+_stopping = threading.Event()  # set once the tracker is ending: no new pytest process starts
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -106,8 +107,12 @@ def _kill(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def kill_all() -> None:
+def kill_all(final: bool = True) -> None:
+    """Kill every pytest process of ours. `final` (Ctrl-C, exit): and start none after, or a
+    slot thread that sees its process die would start the next one while we shut down."""
     with _live_lock:
+        if final:
+            _stopping.set()
         procs = list(_live)
     for proc in procs:
         _kill(proc)
@@ -258,7 +263,9 @@ def run_process(
     if job.use_pytest_timeout:
         cmd.append(f"--timeout={job.test_timeout:g}")
     env = pytest_env(job, TRACKER_SELECT=str(select), TRACKER_EVENTS=str(events))
-    with output.open("wb") as out:
+    with _live_lock, output.open("wb") as out:  # started and known to kill_all, or neither
+        if _stopping.is_set():
+            return ProcessResult(remaining=list(nodeids), note="the tracker is stopping")
         proc = subprocess.Popen(
             cmd,
             cwd=job.cwd,
@@ -268,7 +275,6 @@ def run_process(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    with _live_lock:
         _live.add(proc)
     try:
         return _watch(job, proc, nodeids, name, report, events, output, on_attempt)
