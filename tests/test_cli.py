@@ -166,8 +166,15 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
     (tmp_path / "tracker.toml").write_text(config)
+    # a test run started in the background of a script inherits SIGINT ignored; Ctrl-C in a
+    # terminal is what this test is about, so the tracker gets Python's own handler back
+    ctrl_c = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = ['tracker', 'run', 'realities']; runpy.run_module('tracker.cli', "
+        "run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [*TRACKER, "run", "realities"],
+        [sys.executable, "-c", ctrl_c],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
