@@ -4,7 +4,9 @@
 #   whl/                      the tracker's wheel and its dependencies' wheels (Python 3.12)
 #   liger_kernel-0.8.5/       the unpacked source archive (src/ and test/ are enough)
 # Environment: FILES (default test/transformers), RUN_TIMEOUT (s), WPD (pytest processes per GPU),
-# OUT (where the database and the JSON land).
+# OUT (where the database and the JSON land). A .device/tracker.db from an earlier call is the
+# history the run plans with (copy it back from OUT). XDIST_S=N: then plain `pytest -n <slots>
+# --dist worksteal`, each worker pinned to GPU (worker % GPUs), for at most N seconds.
 set -u
 here=$(pwd)
 work=/tmp/tracker-work
@@ -36,6 +38,7 @@ reruns = 1
 workers_per_device = ${WPD:-4}
 EOF
 cat "$work/tracker.toml"
+[ -f .device/tracker.db ] && cp .device/tracker.db "$work/tracker.db" && echo "history: .device/tracker.db"
 cd "$work"
 start=$(date +%s)
 $TRACKER run transformers --json > "$OUT/run.json" 2> "$OUT/progress.txt"
@@ -57,5 +60,30 @@ for t in d["results"]:
         print(t["outcome"], t["nodeid"][:150], [(a["outcome"], (a["message"] or "")[:150]) for a in t["attempts"]])
 EOF
 cp "$work/tracker.db" "$OUT/" 2>/dev/null
+if [ -n "${XDIST_S:-}" ]; then  # the field's tool, side by side, same arguments and pinning
+  gpus=$(nvidia-smi -L | wc -l); slots=$(( gpus * ${WPD:-4} ))
+  mkdir -p /tmp/pin && cat > /tmp/pin/pin_gpu.py <<PIN
+import os
+w = os.environ.get("PYTEST_XDIST_WORKER")
+if w:
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(w[2:]) % $gpus)
+PIN
+  cd "$here/.device/liger_kernel-0.8.5"
+  start=$(date +%s)
+  PYTHONPATH=/tmp/pin HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 timeout "$XDIST_S" python3 -m pytest \
+    -p pin_gpu -p no:cacheprovider -n "$slots" --dist worksteal --timeout=300 -q \
+    --report-log="$OUT/xdist.jsonl" ${FILES:-test/transformers} > "$OUT/xdist.txt" 2>&1
+  echo "xdist exit=$? wall=$(( $(date +%s) - start ))s slots=$slots"
+  python3 - "$OUT/xdist.jsonl" <<'PY'
+import json, sys, collections
+done = collections.Counter()
+for line in open(sys.argv[1]):
+    r = json.loads(line) if line.strip() else {}
+    if r.get("$report_type") == "TestReport" and r["when"] == "teardown":
+        done[r["outcome"]] += 1
+print("xdist tests finished:", sum(done.values()), dict(done))
+PY
+  tail -3 "$OUT/xdist.txt"
+fi
 tar czf "$OUT/artifacts.tgz" -C "$work" data 2>/dev/null
 ls -la "$OUT"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SUITES, TRACKER, tracker
+from helpers import DATA, SUITES, tracker
 
 
 def test_run_example_json(tmp_path):

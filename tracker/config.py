@@ -59,6 +59,9 @@ class SuiteConfig(_Strict):
     reruns: int = Field(default=2, ge=0, le=10)
     # pytest processes side by side on each device (the tracker's answer to `-n`)
     workers_per_device: int = Field(default=1, ge=1, le=64)
+    # "test": slots pull single tests, longest first; "file": a slot keeps a file's tests
+    # together (for suites whose module fixtures must not run twice)
+    group: Literal["test", "file"] = "test"
     # the suite's own package, whose version the probe records (e.g. "liger-kernel")
     package: str | None = None
 

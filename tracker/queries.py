@@ -350,3 +350,27 @@ def state_stamp(session: Session, suite_id: int) -> tuple:
         .where(Case.suite_id == suite_id)
     ).one()
     return (*runs, *quarantined)
+
+
+def recent_first_attempts(
+    session: Session, suite: str, runner: str, runs: int = 10
+) -> dict[str, list[tuple[float, str]]]:
+    """Each test's first attempts in the last `runs` runs of the suite on the runner: what the
+    run plan learns durations from."""
+    last = (
+        select(Run.id)
+        .join(Suite, Suite.id == Run.suite_id)
+        .join(Runner, Runner.id == Run.runner_id)
+        .where(Suite.name == suite, Runner.name == runner, Run.status != "running")
+        .order_by(Run.started_at.desc())
+        .limit(runs)
+        .subquery()
+    )
+    out: dict[str, list[tuple[float, str]]] = {}
+    for nodeid, duration, outcome in session.execute(
+        select(Case.nodeid, Attempt.duration, Attempt.outcome)
+        .join(Case, Case.id == Attempt.test_id)
+        .where(Attempt.run_id.in_(select(last.c.id)), Attempt.number == 1)
+    ).all():
+        out.setdefault(nodeid, []).append((duration, outcome))
+    return out

@@ -10,12 +10,13 @@ import json
 import subprocess
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from tracker import queries
 from tracker.config import Settings, SuiteConfig
+from tracker.db import session_scope
 from tracker.ingest.reportlog import parse_reportlog
 from tracker.records import (
     FAILING,
@@ -25,11 +26,18 @@ from tracker.records import (
     AttemptRecord,
     RunRecord,
     bound_nodeid,
-    file_of,
 )
+from tracker.runner import plan
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.probe import probe
-from tracker.runner.process import Job, output_tail, pytest_command, pytest_env, run_process
+from tracker.runner.process import (
+    Feed,
+    Job,
+    output_tail,
+    pytest_command,
+    pytest_env,
+    run_process,
+)
 from tracker.signatures import fatal_regex
 
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -56,20 +64,6 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     if not var or not devices:
         return [Slot(f"w{i}") for i in range(per_device)]
     return [Slot(f"d{dev}w{i}", {var: str(dev)}) for dev in devices for i in range(per_device)]
-
-
-def pieces(nodeids: list[str], slots: int) -> list[list[str]]:
-    """Work for the slots. One slot: the whole suite in one process, as plain pytest would run it.
-    Several: one piece per file, biggest first, taken by whichever slot is free, so one slow
-    file holds up one slot instead of a whole precomputed shard (seen on 2 H200s: 16 shards by
-    test count left 15 slots idle behind fused_moe + swiglu). Sharding by recorded durations
-    can refine this later."""
-    if slots <= 1:
-        return [nodeids] if nodeids else []
-    files: dict[str, list[str]] = defaultdict(list)
-    for nodeid in nodeids:
-        files[file_of(nodeid)].append(nodeid)
-    return sorted(files.values(), key=len, reverse=True)
 
 
 def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecord], str | None]:
@@ -148,10 +142,52 @@ class _Execution:
             remaining = result.remaining
         return attempts
 
+    def pull(self, slots: list[Slot], feed: Feed, universe: list[str]) -> list[AttemptRecord]:
+        """Each slot keeps one pytest process that pulls tests from the feed until it is
+        empty. A process that dies or hangs is blamed on its running test, gives back what it
+        was handed and did not run, and the slot starts a fresh one that carries on pulling."""
+        collected: list[AttemptRecord] = []
+
+        def worker(slot: Slot) -> None:
+            job = replace(self.job, env={**self.job.env, **slot.env})
+            while feed.pending(slot.name) and not self.timed_out:
+                with self.lock:
+                    number = next(self.process_numbers)
+                result = run_process(
+                    job,
+                    universe,
+                    f"p{number}",
+                    on_attempt=lambda a: self.reporter.attempt(a, False),
+                    feed=feed,
+                    taker=slot.name,
+                )
+                for attempt in result.attempts:
+                    attempt.process, attempt.worker = number, slot.name
+                feed.give_back(slot.name, result.remaining)
+                notes = [result.note] if result.note else []
+                if result.unknown:
+                    notes.append(f"not collected in the run's processes: {result.unknown[:5]}")
+                with self.lock:
+                    collected.extend(result.attempts)
+                    self.notes.extend(f"{slot.name}/p{number}: {n}" for n in notes)
+                    self.timed_out = self.timed_out or result.run_timed_out
+                for note in notes:
+                    self.reporter.note(note)
+                if not result.attempts:  # no progress: the next process would do the same
+                    return
+
+        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return collected
+
     def in_parallel(
         self, slots: list[Slot], work: Iterable[list[str]], rerun: bool
     ) -> list[AttemptRecord]:
-        """Each slot takes the next piece of work until none is left."""
+        """Each slot takes the next piece of work until none is left, each piece in fresh
+        processes (the reruns: one failed test per piece)."""
         pending = list(work)
         collected: list[AttemptRecord] = []
 
@@ -232,7 +268,10 @@ def execute(
 
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
-    record.attempts.extend(execution.in_parallel(slots, pieces(nodeids, len(slots)), rerun=False))
+    with session_scope(settings.database_url) as session:
+        history = queries.recent_first_attempts(session, suite.name, settings.runner.name)
+    feed = Feed(plan.order(nodeids, plan.estimates(nodeids, history), suite.group))
+    record.attempts.extend(execution.pull(slots, feed, nodeids))
 
     # by_test() holds ids as stored (over-long ones cut); pytest selects by the whole id.
     # Collection errors are not rerun: there is no test to run.

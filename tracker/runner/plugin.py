@@ -9,6 +9,11 @@ TRACKER_SELECT   file with the test ids to run, one per line, in this order; fil
                  them are not even imported.
 TRACKER_FATAL    regular expression of device-fatal errors: the first failure that matches ends the
                  session after that test, so one poisoned device context cannot fail the rest.
+TRACKER_PULL     "WANT,GIVE": two pipe descriptors. The process collects what TRACKER_SELECT
+                 names, then pulls its tests one at a time: a byte on WANT asks, a line on
+                 GIVE answers (empty: no more). The next test is asked for only when pytest
+                 tears the running one down, so a long test never waits behind another in
+                 this process while a slot elsewhere is free.
 TRACKER_PARENT   pid of the tracker: on Linux the process asks the kernel to kill it when the
                  tracker dies (even by kill -9), so no orphan holds the device into the next run.
 
@@ -95,6 +100,62 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
+
+
+class _Inbox:
+    """The two pipes to the tracker: a byte on one asks for a test, a line on the other is
+    the answer (an empty line, or the tracker gone: no more)."""
+
+    def __init__(self, fds: str) -> None:
+        want, give = (int(fd) for fd in fds.split(","))
+        self.want, self.give = want, open(give, encoding="utf-8")  # noqa: SIM115
+
+    def pull(self) -> str | None:
+        os.write(self.want, b"w")
+        return self.give.readline().rstrip("\n") or None
+
+
+class _Next:
+    """The item after the running one, pulled when pytest asks for it: in the running test's
+    teardown, which keeps the fixtures the two share (module, class, session)."""
+
+    def __init__(self, inbox: _Inbox, items: dict) -> None:
+        self.inbox, self.items, self.asked, self.item = inbox, items, False, None
+
+    def __bool__(self) -> bool:
+        return True
+
+    def listchain(self) -> list:
+        if not self.asked:
+            self.asked = True
+            self.item = self.take()
+        return self.item.listchain() if self.item is not None else []
+
+    def take(self):
+        while (nodeid := self.inbox.pull()) is not None:
+            if nodeid in self.items:
+                return self.items[nodeid]
+            _emit(e="unknown", nodeid=nodeid)  # not collected here: the tracker reports it
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    fds = os.environ.get("TRACKER_PULL")
+    if not fds or session.config.option.collectonly:
+        return None
+    items = {item.nodeid: item for item in session.items}
+    inbox = _Inbox(fds)
+    item = _Next(inbox, items).take()
+    while item is not None:
+        following = _Next(inbox, items)
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+        item = following.item if following.asked else following.take()
+    return True
 
 
 def pytest_collection_finish(session) -> None:

@@ -11,11 +11,13 @@ import atexit
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,12 +52,46 @@ class Job:
     use_pytest_timeout: bool = False
 
 
+class Feed:
+    """The run's tests, handed out one at a time to whichever process asks first, in the
+    planned order (longest expected first). A group (all of a file's tests, with the suite's
+    `group = "file"`) stays with the slot that started it until it is done."""
+
+    def __init__(self, groups: list[list[str]]) -> None:
+        self.groups = deque(deque(g) for g in groups if g)
+        self.current: dict[str, deque[str]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, taker: str) -> str | None:
+        with self.lock:
+            group = self.current.get(taker)
+            if not group:
+                if not self.groups:
+                    return None
+                group = self.current[taker] = self.groups.popleft()
+            return group.popleft()
+
+    def give_back(self, taker: str, nodeids: list[str]) -> None:
+        """Tests handed to a process that ended before running them go first, with the rest
+        of that slot's group."""
+        with self.lock:
+            rest = [*nodeids, *self.current.pop(taker, ())]
+            if rest:
+                self.groups.appendleft(deque(rest))
+
+    def pending(self, taker: str) -> bool:
+        """Work this taker could still be handed."""
+        with self.lock:
+            return bool(self.groups) or bool(self.current.get(taker))
+
+
 @dataclass
 class ProcessResult:
     attempts: list[AttemptRecord] = field(default_factory=list)
     remaining: list[str] = field(default_factory=list)
     note: str | None = None  # why the process ended without running what it was given
     run_timed_out: bool = False
+    unknown: list[str] = field(default_factory=list)  # handed out, but not collected there
 
 
 class _Tail:
@@ -227,8 +263,9 @@ class Watch:
             return self.last_start
         return None
 
-    def blame(self, nodeid: str, outcome: str, why: str, output: str) -> None:
-        """End the running test as crashed or timed out, keeping its reports so far."""
+    def blame(self, nodeid: str, outcome: str, why: str, output: str, ran_for: float) -> None:
+        """End the running test as crashed or timed out, keeping its reports so far. Its
+        duration is how long it ran: a cut test is at least that long (the plan needs it)."""
         if nodeid not in self.parser.open_tests():
             self.parser.feed(
                 {
@@ -241,6 +278,7 @@ class Watch:
             )
         self.parser.close_open(outcome, why)
         attempt = self.parser.attempts[-1]
+        attempt.duration = max(attempt.duration, ran_for)
         attempt.longrepr = f"{why}\n----- last output of the process -----\n{output}"
         self.done.append(attempt)
         self.finished.add(nodeid)
@@ -251,18 +289,25 @@ def run_process(
     nodeids: list[str],
     name: str,
     on_attempt: Callable[[AttemptRecord], None] = lambda a: None,
+    feed: Feed | None = None,
+    taker: str = "",
 ) -> ProcessResult:
-    """Run `nodeids` (in this order) in one fresh pytest process; return what happened to each."""
+    """Run `nodeids` (in this order) in one fresh pytest process; return what happened to each.
+    With a `feed`, the process collects `nodeids` and runs what it pulls from the feed instead,
+    until the feed is empty; `remaining` is then what it was handed and did not run."""
     job.workdir.mkdir(parents=True, exist_ok=True)
-    select, report, events, output = (
+    chosen, report, events, output, inbox = (
         job.workdir / f"{name}.{ext}"
-        for ext in ("select", "reportlog.jsonl", "events.jsonl", "out")
+        for ext in ("select", "reportlog.jsonl", "events.jsonl", "out", "inbox")
     )
-    select.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
+    chosen.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
     cmd = pytest_command(job, report, "--continue-on-collection-errors")
     if job.use_pytest_timeout:
         cmd.append(f"--timeout={job.test_timeout:g}")
-    env = pytest_env(job, TRACKER_SELECT=str(select), TRACKER_EVENTS=str(events))
+    env = pytest_env(job, TRACKER_SELECT=str(chosen), TRACKER_EVENTS=str(events))
+    pipes = _Pipes(feed, taker, inbox) if feed is not None else None
+    if pipes:
+        env["TRACKER_PULL"] = pipes.child_fds
     with _live_lock, output.open("wb") as out:  # started and known to kill_all, or neither
         if _stopping.is_set():
             return ProcessResult(remaining=list(nodeids), note="the tracker is stopping")
@@ -274,13 +319,59 @@ def run_process(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            pass_fds=pipes.pass_fds if pipes else (),
         )
         _live.add(proc)
+    if pipes:
+        pipes.started()
     try:
-        return _watch(job, proc, nodeids, name, report, events, output, on_attempt)
+        return _watch(job, proc, nodeids, name, report, events, output, on_attempt, pipes)
     finally:
         with _live_lock:
             _live.discard(proc)
+        if pipes:
+            pipes.close()
+
+
+class _Pipes:
+    """The pulling process's two pipes: it asks on one, the feed answers on the other (and in
+    `<name>.inbox`, the record of what the process was handed)."""
+
+    def __init__(self, feed: Feed, taker: str, inbox: Path) -> None:
+        self.feed, self.taker, self.inbox = feed, taker, inbox.open("w", encoding="utf-8")
+        self.want_r, self.want_w = os.pipe()
+        self.give_r, self.give_w = os.pipe()
+        self.pass_fds = (self.want_w, self.give_r)
+        self.child_fds = f"{self.want_w},{self.give_r}"
+        self.handed: list[str] = []
+
+    def started(self) -> None:
+        os.close(self.want_w)  # the child's ends: its death closes them, which we then see
+        os.close(self.give_r)
+
+    def wait(self, seconds: float) -> None:
+        """Sleep until the process asks for work (or `seconds` pass), and answer each ask."""
+        ready, _, _ = select.select([self.want_r], [], [], seconds)
+        if not ready:
+            return
+        asks = os.read(self.want_r, 4096)
+        if not asks:  # the process is gone
+            time.sleep(seconds)
+            return
+        for _ in asks:
+            nodeid = self.feed.take(self.taker)
+            if nodeid is not None:
+                self.handed.append(nodeid)
+            self.inbox.write(f"{nodeid or ''}\n")
+            self.inbox.flush()
+            with contextlib.suppress(BrokenPipeError):
+                os.write(self.give_w, f"{nodeid or ''}\n".encode())
+
+    def close(self) -> None:
+        for fd in (self.want_r, self.give_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.inbox.close()
 
 
 def _watch(
@@ -292,14 +383,20 @@ def _watch(
     events: Path,
     output: Path,
     on_attempt: Callable[[AttemptRecord], None],
+    pipes: _Pipes | None = None,
 ) -> ProcessResult:
-    """Follow the process's two streams until it ends, or kill it on a hang or the run limit."""
+    """Follow the process's two streams until it ends, or kill it on a hang or the run limit;
+    when it pulls its tests, hand them out as it asks."""
     watch = Watch()
     report_tail, event_tail = _Tail(report), _Tail(events)
+    unknown: list[str] = []
 
     def drain() -> None:
         for line in event_tail.lines():
-            watch.event(json.loads(line))
+            event = json.loads(line)
+            watch.event(event)
+            if event["e"] == "unknown":
+                unknown.append(event["nodeid"])
         for line in report_tail.lines():
             watch.report(line)
 
@@ -319,7 +416,10 @@ def _watch(
             code = proc.wait()
             drain()
             break
-        time.sleep(POLL_S)
+        if pipes:
+            pipes.wait(POLL_S)
+        else:
+            time.sleep(POLL_S)
 
     bound_output(output)
     current = watch.running()
@@ -332,17 +432,19 @@ def _watch(
             why = f"the test process died ({_exit_text(code)})"
         # a test the run's limit cut did not fail: it is interrupted, no evidence either way
         outcome = {None: CRASHED, TIMEOUT: TIMEOUT}.get(killed, INTERRUPTED)
-        watch.blame(current[0], outcome, why, output_tail(output))
+        watch.blame(current[0], outcome, why, output_tail(output), time.monotonic() - current[1])
     for attempt in watch.done:
         attempt.position = watch.positions.get(attempt.nodeid)
         attempt.worker = name
         on_attempt(attempt)
+    given = pipes.handed if pipes else nodeids
     result = ProcessResult(
         attempts=watch.done,
-        remaining=[n for n in nodeids if bound_nodeid(n) not in watch.finished],
+        remaining=[n for n in given if bound_nodeid(n) not in watch.finished and n not in unknown],
         run_timed_out=killed == "run_timeout",
+        unknown=unknown,
     )
-    if result.remaining and not watch.done:
+    if (result.remaining or (pipes and pipes.feed.pending(pipes.taker))) and not watch.done:
         result.note = (
             f"pytest ended ({_exit_text(code)}) before running any test: "
             f"{output_tail(output, 1500).strip()[-1500:]}"

@@ -1,0 +1,106 @@
+"""Test-level dispatch: slots pull tests one at a time from a queue ordered by what the store
+knows of their durations (longest first, cut tests before all). The order and the censoring are
+asserted; wall times are measured in bench/dispatch.py, never here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from helpers import SUITES, outcomes
+
+from tracker.runner import plan
+from tracker.runner.plan import Estimate
+
+DISPATCH = SUITES / "dispatch"
+
+
+def test_cut_tests_go_first_then_the_longest():
+    nodeids = ["a.py::slow", "a.py::cut", "b.py::fast", "b.py::new", "c.py::new"]
+    history = {
+        "a.py::slow": [(5.0, "passed"), (7.0, "failed"), (6.0, "passed")],
+        "a.py::cut": [(1.0, "passed"), (30.0, "timeout")],
+        "b.py::fast": [(0.1, "passed"), (0.3, "passed")],
+    }
+    expected = plan.estimates(nodeids, history)
+    assert expected["a.py::slow"] == Estimate(6.0)
+    assert expected["a.py::cut"] == Estimate(30.0, cut=True)  # at least as long as it ran
+    assert expected["b.py::new"] == Estimate(0.2, known=False)  # its file's median
+    assert expected["c.py::new"] == Estimate(6.0, known=False)  # the suite's median
+    assert plan.order(nodeids, expected) == [
+        ["a.py::cut"],
+        ["a.py::slow"],
+        ["c.py::new"],
+        ["b.py::fast"],  # under a second: suite order
+        ["b.py::new"],
+    ]
+    assert plan.order(nodeids, expected, "file") == [
+        ["a.py::slow", "a.py::cut"],
+        ["c.py::new"],
+        ["b.py::fast", "b.py::new"],
+    ]
+    groups = plan.order(nodeids, expected)
+    assert plan.loads(groups, expected, 2) == [30.0, 6.0 + 6.0 + 0.2 + 0.2]
+
+
+def test_a_cut_without_a_finished_attempt_is_still_first():
+    history = {"x::a": [(2.0, "crashed")], "x::b": [(9.0, "passed")]}
+    expected = plan.estimates(["x::a", "x::b"], history)
+    assert [g[0] for g in plan.order(["x::a", "x::b"], expected)] == ["x::a", "x::b"]
+
+
+def _handed(detail: dict) -> list[str]:
+    """The tests each process was handed, in order (its inbox)."""
+    folder = Path(detail["run"]["artifacts"])
+    inboxes = sorted(folder.glob("p*.inbox"), key=lambda p: int(p.stem[1:]))
+    return [line for p in inboxes for line in p.read_text().splitlines() if line]
+
+
+def test_the_next_run_hands_out_the_longest_first(run_suite):
+    options = {"suite": "dispatch", "suite_path": DISPATCH, "reruns": 0, "test_timeout": 30}
+    run_suite("test_fast.py", "test_slow.py", **options)
+    second = run_suite("test_fast.py", "test_slow.py", **options)
+    assert _handed(second)[:2] == [f"test_slow.py::test_slow[{s}]" for s in (2.1, 1.1)]
+    assert len(_handed(second)) == 11
+
+
+def test_a_test_cut_last_night_starts_first_tonight(run_suite):
+    args = ("test_outcomes.py", "test_hang.py")
+    run_suite(*args, reruns=0)
+    second = run_suite(*args, reruns=0)
+    hung = {"test_hang.py::test_hang", "test_hang.py::test_hard_hang"}
+    assert set(_handed(second)[:2]) == hung
+
+
+def test_a_crash_mid_queue_and_the_slot_carries_on(run_suite):
+    detail = run_suite("test_crash.py", "test_fast.py", suite="dispatch", suite_path=DISPATCH)
+    got = outcomes(detail)
+    assert got["test_crash.py::test_abort"] == ("crashed", ["crashed", "crashed"])
+    assert got["test_crash.py::test_after"] == ("passed", ["passed"])
+    assert all(got[f"test_fast.py::test_fast[{i}]"][0] == "passed" for i in range(8))
+    processes = {a["worker"] for r in detail["results"] for a in r["attempts"]}
+    assert processes  # every attempt names its slot
+    assert len(detail["results"]) == 11
+
+
+def test_group_file_keeps_each_file_in_one_process(run_suite, tmp_path):
+    detail = run_suite(
+        "test_fast.py",
+        "test_slow.py",
+        "test_module.py",
+        suite="dispatch",
+        suite_path=DISPATCH,
+        workers_per_device=2,
+        group="file",
+        test_timeout=30,
+    )
+    assert all(r["outcome"] == "passed" for r in detail["results"])
+    files: dict[str, set[str]] = defaultdict(set)
+    folder = Path(detail["run"]["artifacts"])
+    for inbox in folder.glob("p*.inbox"):
+        for nodeid in inbox.read_text().split():
+            files[nodeid.split("::")[0]].add(inbox.stem)
+    assert set(files) == {"test_fast.py", "test_slow.py", "test_module.py"}
+    assert all(len(procs) == 1 for procs in files.values()), files
+    setups = (tmp_path / "state" / "module_setups.txt").read_text().split()
+    assert len(setups) == 1  # the module fixture ran once: its tests stayed together

@@ -1,0 +1,81 @@
+"""The order a run hands its tests out in, and what that order predicts.
+
+The slots pull from one queue, so the night ends when the last slot is done; handing out the
+longest tests first (LPT) keeps the tail short. Each test's expected duration is learned from
+the store: the median of its recent first attempts on this runner. A test that was cut (a
+timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
+never last: cut tests go first. A test with no history takes its file's median, else the suite's.
+Durations are compared in whole seconds, so the many short tests keep the suite's order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from statistics import median
+
+from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, file_of
+
+CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED})
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    cut: bool = False  # a recent attempt was cut: `seconds` is a lower bound
+    known: bool = True  # from the test's own history, not a prior
+
+
+def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
+    """(duration, outcome) of a test's recent first attempts -> its expected duration."""
+    if not samples:
+        return None
+    done = [d for d, outcome in samples if outcome not in CUT]
+    cut = [d for d, outcome in samples if outcome in CUT]
+    seconds = median(done) if done else 0.0
+    if cut:
+        seconds = max(seconds, max(cut))
+    return Estimate(seconds, cut=bool(cut))
+
+
+def estimates(nodeids: list[str], history: dict[str, list[tuple[float, str]]]) -> dict:
+    known = {n: e for n in nodeids if (e := estimate(history.get(n, [])))}
+    by_file: dict[str, list[float]] = {}
+    for nodeid, e in known.items():
+        by_file.setdefault(file_of(nodeid), []).append(e.seconds)
+    suite = median([e.seconds for e in known.values()]) if known else 0.0
+    out = dict(known)
+    for nodeid in nodeids:
+        if nodeid not in out:
+            prior = by_file.get(file_of(nodeid))
+            out[nodeid] = Estimate(median(prior) if prior else suite, known=False)
+    return out
+
+
+def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test") -> list:
+    """Groups of tests in the order they are handed out: cut tests first, then longest first.
+    `group = "file"` keeps a file's tests together, in suite order, in one slot."""
+    if group == "file":
+        files: dict[str, list[str]] = {}
+        for nodeid in nodeids:
+            files.setdefault(file_of(nodeid), []).append(nodeid)
+        return sorted(
+            files.values(),
+            key=lambda g: (
+                not any(expected[n].cut for n in g),
+                -sum(expected[n].seconds for n in g),
+            ),
+        )
+    # whole seconds: tests under a second (most of a suite) keep suite order, so a file's tests
+    # stay together (its module fixtures are set up once) and order-dependence stays visible
+    ranked = sorted(nodeids, key=lambda n: (not expected[n].cut, -int(expected[n].seconds)))
+    return [[n] for n in ranked]
+
+
+def loads(groups: list[list[str]], expected: dict[str, Estimate], slots: int) -> list[float]:
+    """Each slot's predicted busy time when the groups are pulled in this order."""
+    heap = [(0.0, i) for i in range(max(1, slots))]
+    for group in groups:
+        load, slot = heapq.heappop(heap)
+        heapq.heappush(heap, (load + sum(expected[n].seconds for n in group), slot))
+    return [load for load, _ in sorted(heap, key=lambda x: x[1])]
