@@ -107,6 +107,14 @@ def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecor
     return nodeids, errors, None
 
 
+def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 class _Execution:
     """The shared state of one run's processes: numbering, reporting, the timeout flag."""
 
@@ -176,11 +184,7 @@ class _Execution:
                 if not result.attempts:  # no progress: the next process would do the same
                     return
 
-        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _on_each(slots, worker)
         return collected
 
     def in_parallel(
@@ -201,11 +205,7 @@ class _Execution:
                 with self.lock:
                     collected.extend(got)
 
-        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _on_each(slots, worker)
         return collected
 
 
