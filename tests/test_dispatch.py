@@ -104,3 +104,33 @@ def test_group_file_keeps_each_file_in_one_process(run_suite, tmp_path):
     assert all(len(procs) == 1 for procs in files.values()), files
     setups = (tmp_path / "state" / "module_setups.txt").read_text().split()
     assert len(setups) == 1  # the module fixture ran once: its tests stayed together
+
+
+def test_plan_predicts_from_the_last_run(tmp_path):
+    import json
+
+    from helpers import tracker
+
+    config = '[runner]\nname = "ci"\n[[suites]]\nname = "s"\npath = "."\nworkers_per_device = 2\n'
+    xml = (
+        '<testsuite name="pytest">'
+        '<testcase classname="t" name="slow" time="30"/>'
+        '<testcase classname="t" name="mid" time="20"/>'
+        '<testcase classname="t" name="fast" time="5"/>'
+        '<testcase classname="u" name="cut" time="12"><failure message="Failed: Timeout"/>'
+        "</testcase></testsuite>"
+    )
+    (tmp_path / "j.xml").write_text(xml)
+    assert tracker(tmp_path, "plan", "s", config=config).returncode == 2  # nothing stored yet
+    tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "ci")
+    planned = json.loads(tracker(tmp_path, "plan", "s", "--json").stdout)
+    assert [f["nodeid"] for f in planned["first"]] == [
+        "u.py::cut",
+        "t.py::slow",
+        "t.py::mid",
+        "t.py::fast",
+    ]
+    assert planned["first"][0]["cut"] is True
+    # LPT: cut 12 and slow 30 start; mid 20 joins the cut slot (32), fast 5 the slow one (35)
+    assert planned["slots"] == [32.0, 35.0]
+    assert planned["predicted_wall"] == 35.0

@@ -217,3 +217,54 @@ def db_upgrade() -> None:
     url = state.settings().database_url
     get_engine(url)
     out.print(f"database at the newest schema: {url}")
+
+
+@app.command("plan")
+def plan_command(
+    suite: Annotated[str, typer.Argument(help="A suite from the config.")],
+    slots: Annotated[
+        int | None,
+        typer.Option("--slots", min=1, help="Default: configured devices x workers_per_device."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The order the next run would hand its tests out in, from the last run's tests and their
+    recent durations: the predicted wall time, each slot's load, the tests without history."""
+    from tracker.runner import plan
+
+    settings = state.settings()
+    try:
+        config = settings.suite(suite)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    runner = settings.runner.name
+    with session_scope(settings.database_url) as session:
+        last = queries.list_runs(session, suite, runner, 1)
+        if not last:
+            raise fail(f"no run of {suite} on {runner} stored yet: nothing to plan from")
+        nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
+        history = queries.recent_first_attempts(session, suite, runner)
+    expected = plan.estimates(nodeids, history)
+    groups = plan.order(nodeids, expected, config.group)
+    count = slots or len(settings.runner.devices or [0]) * config.workers_per_device
+    loads = plan.loads(groups, expected, count)
+    first = [
+        {"nodeid": n, "seconds": round(expected[n].seconds, 1), "cut": expected[n].cut}
+        for g in groups[:10]
+        for n in g
+    ]
+    unknown = sum(1 for e in expected.values() if not e.known)
+    if as_json:
+        print(json.dumps({"suite": suite, "runner": runner, "predicted_wall": round(max(loads), 1),
+                          "slots": [round(x, 1) for x in loads], "first": first,
+                          "without_history": unknown}))  # fmt: skip
+        return
+    out.print(
+        f"{suite} on {runner}: {len(nodeids)} tests, {count} slots, "
+        f"predicted {max(loads):.0f} s (busy per slot: {', '.join(f'{x:.0f}' for x in loads)} s)"
+    )
+    out.print(f"{unknown} tests without history (their file's or the suite's median is used)")
+    out.print("handed out first:")
+    for item in first:
+        out.print(Text(f"  {item['seconds']:>7.1f} s{' cut' if item['cut'] else ''}  "))
+        out.print(Text(f"    {item['nodeid']}"))
