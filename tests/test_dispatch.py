@@ -11,6 +11,7 @@ from helpers import SUITES, outcomes
 
 from tracker.runner import plan
 from tracker.runner.plan import Estimate
+from tracker.runner.process import Feed
 
 DISPATCH = SUITES / "dispatch"
 
@@ -47,6 +48,25 @@ def test_a_cut_without_a_finished_attempt_is_still_first():
     history = {"x::a": [(2.0, "crashed")], "x::b": [(9.0, "passed")]}
     expected = plan.estimates(["x::a", "x::b"], history)
     assert [g[0] for g in plan.order(["x::a", "x::b"], expected)] == ["x::a", "x::b"]
+
+
+def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
+    long = [["l.py::a"], ["l.py::b"]]
+    short = [[f"s.py::t{i}"] for i in range(20)]
+    feed = Feed(long + short, ranked=2)
+    first = [feed.take(w) for w in ("w0", "w1", "w2", "w3")]
+    # the long ones from the head. w1's stretch carries on into the short tests' start, so w2
+    # starts in the middle of them, and w3 in the middle of t0-t9
+    assert first == ["l.py::a", "l.py::b", "s.py::t10", "s.py::t5"]
+    assert [feed.take("w2") for _ in range(3)] == ["s.py::t11", "s.py::t12", "s.py::t13"]
+    assert feed.take("w3") == "s.py::t6"
+    # w0's long test is done: the longest free stretch is t14-t19, which w2 heads into
+    assert feed.take("w0") == "s.py::t17"
+    assert feed.take("w1") == "s.py::t0"
+    feed.give_back("w3", ["s.py::t6"])  # its process died before running it
+    assert feed.take("w2") == "s.py::t6"  # given back goes first, to whoever asks
+    taken = [t for w in ("w0", "w1", "w2", "w3") * 20 if (t := feed.take(w))]
+    assert len(taken) == 20 - 8 and not feed.pending("w0")
 
 
 def _handed(detail: dict) -> list[str]:

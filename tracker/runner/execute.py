@@ -270,7 +270,9 @@ def execute(
     execution = _Execution(job, reporter)
     with session_scope(settings.database_url) as session:
         history = queries.recent_first_attempts(session, suite.name, settings.runner.name)
-    feed = Feed(plan.order(nodeids, plan.estimates(nodeids, history), suite.group))
+    expected = plan.estimates(nodeids, history)
+    groups = plan.order(nodeids, expected, suite.group)
+    feed = Feed(groups, plan.ranked(groups, expected, suite.group))
     record.attempts.extend(execution.pull(slots, feed, nodeids))
 
     # by_test() holds ids as stored (over-long ones cut); pytest selects by the whole id.

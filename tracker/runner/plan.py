@@ -72,6 +72,14 @@ def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test"
     return [[n] for n in ranked]
 
 
+def ranked(groups: list[list[str]], expected: dict[str, Estimate], group: str = "test") -> int:
+    """How many leading groups of `order` are ranked by duration (all of them with whole files);
+    the rest are the short tests, in suite order, which the feed hands out in stretches."""
+    if group == "file":
+        return len(groups)
+    return sum(1 for (n,) in groups if expected[n].cut or int(expected[n].seconds) >= 1)
+
+
 def loads(groups: list[list[str]], expected: dict[str, Estimate], slots: int) -> list[float]:
     """Each slot's predicted busy time when the groups are pulled in this order."""
     heap = [(0.0, i) for i in range(max(1, slots))]

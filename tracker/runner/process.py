@@ -53,23 +53,63 @@ class Job:
 
 
 class Feed:
-    """The run's tests, handed out one at a time to whichever process asks first, in the
-    planned order (longest expected first). A group (all of a file's tests, with the suite's
-    `group = "file"`) stays with the slot that started it until it is done."""
+    """The run's tests, handed out one group at a time (a test, or a whole file with the suite's
+    `group = "file"`) to whichever process asks first.
 
-    def __init__(self, groups: list[list[str]]) -> None:
-        self.groups = deque(deque(g) for g in groups if g)
+    The first `ranked` groups are ranked by expected duration and go out from the head, longest
+    first (LPT). The rest, the short tests in suite order, go out in stretches: a slot carries on
+    with the group after its last one while no one else has taken it, so a file's tests share
+    one process's module fixtures and compiled kernels instead of each process compiling every
+    kernel. A slot that needs a new place starts at the longest free stretch, in its middle when
+    another slot is already heading into it (xdist's worksteal, one test at a time).
+    """
+
+    def __init__(self, groups: list[list[str]], ranked: int | None = None) -> None:
+        self.groups = [list(g) for g in groups if g]
+        self.ranked = len(self.groups) if ranked is None else ranked
+        self.free = [True] * len(self.groups)
+        self.head = 0  # no free group before it
+        self.after: dict[str, int] = {}  # where each taker's stretch carries on
         self.current: dict[str, deque[str]] = {}
+        self.returned: deque[deque[str]] = deque()
         self.lock = threading.Lock()
 
     def take(self, taker: str) -> str | None:
         with self.lock:
             group = self.current.get(taker)
             if not group:
-                if not self.groups:
+                group = self._next_group(taker)
+                if group is None:
                     return None
-                group = self.current[taker] = self.groups.popleft()
+                self.current[taker] = group
             return group.popleft()
+
+    def _next_group(self, taker: str) -> deque[str] | None:
+        if self.returned:
+            return self.returned.popleft()
+        while self.head < len(self.groups) and not self.free[self.head]:
+            self.head += 1
+        if self.head == len(self.groups):
+            return None
+        i = self.after.get(taker, -1)
+        if i < self.ranked or i >= len(self.groups) or not self.free[i]:
+            i = self.head if self.head < self.ranked else self._stretch()
+        self.free[i] = False
+        self.after[taker] = i + 1
+        return deque(self.groups[i])
+
+    def _stretch(self) -> int:
+        """Where a slot starts anew among the short tests: the longest run of free groups."""
+        best_start, best_len, start = self.head, 0, None
+        for i in range(self.head, len(self.groups) + 1):
+            if i < len(self.groups) and self.free[i]:
+                start = i if start is None else start
+                continue
+            if start is not None and i - start > best_len:
+                best_start, best_len = start, i - start
+            start = None
+        heading_in = best_start in self.after.values()
+        return best_start + best_len // 2 if heading_in else best_start
 
     def give_back(self, taker: str, nodeids: list[str]) -> None:
         """Tests handed to a process that ended before running them go first, with the rest
@@ -77,12 +117,12 @@ class Feed:
         with self.lock:
             rest = [*nodeids, *self.current.pop(taker, ())]
             if rest:
-                self.groups.appendleft(deque(rest))
+                self.returned.appendleft(deque(rest))
 
     def pending(self, taker: str) -> bool:
         """Work this taker could still be handed."""
         with self.lock:
-            return bool(self.groups) or bool(self.current.get(taker))
+            return bool(self.returned or self.current.get(taker) or any(self.free[self.head :]))
 
 
 @dataclass
