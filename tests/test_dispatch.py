@@ -53,7 +53,9 @@ def test_a_cut_without_a_finished_attempt_is_still_first():
 def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     long = [["l.py::a"], ["l.py::b"]]
     short = [[f"s.py::t{i}"] for i in range(20)]
-    feed = Feed(long + short, ranked=2)
+    feed = Feed()
+    assert feed.pending("w0")  # until a process has collected the suite, anything may come
+    feed.fill(long + short, ranked=2)
     first = [feed.take(w) for w in ("w0", "w1", "w2", "w3")]
     # the long ones from the head. w1's stretch carries on into the short tests' start, so w2
     # starts in the middle of them, and w3 in the middle of t0-t9

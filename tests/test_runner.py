@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import SUITES, outcomes
@@ -136,11 +137,20 @@ def test_two_workers_share_the_suite(run_suite):
 
 
 def test_collection_error_is_recorded(run_suite):
-    detail = run_suite(suite="broken_collection")
+    # three processes collect the suite (there is no separate collection): the error is kept once
+    detail = run_suite(suite="broken_collection", workers_per_device=3)
     got = outcomes(detail)
-    assert got["test_syntax_error.py"][0] == "error"
+    assert got["test_syntax_error.py"] == ("error", ["error"])
     assert got["test_fine.py::test_ok"] == ("passed", ["passed"])
     assert detail["run"]["status"] == "failed"
+    assert not list(Path(detail["run"]["artifacts"]).glob("collect.*"))
+
+
+def test_a_suite_that_cannot_be_collected_is_an_infra_error(run_suite):
+    detail = run_suite("-p", "no_such_plugin_anywhere", workers_per_device=2)
+    assert detail["run"]["status"] == "infra_error"
+    assert detail["run"]["message"].startswith("collection failed: ")
+    assert "no_such_plugin_anywhere" in detail["run"]["message"]
 
 
 def test_nothing_collected_is_an_infra_error(run_suite):

@@ -20,7 +20,7 @@ from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Run, Runner, Suite
-from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
+from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
 from tracker.runner.execute import Reporter, execute
 from tracker.runner.process import kill_all, kill_leftovers
 
@@ -110,23 +110,25 @@ def _record_from_artifacts(run: Run, suite: str, runner: str, reason: str) -> Ru
     folder = Path(run.artifacts) if run.artifacts else None
     if folder is None or not folder.is_dir():
         return record
-    events = folder / "collect.events.jsonl"
-    if events.is_file():
+
+    def number(path: Path) -> int:
+        return int(re.sub(r"\D", "", path.name.split(".")[0]) or 0)
+
+    for events in sorted(folder.glob("p*.events.jsonl"), key=number):  # the first collection
         for line in events.read_text(encoding="utf-8", errors="replace").splitlines():
             event = json.loads(line) if line.strip().startswith("{") else {}
-            if event.get("e") == "collected":
+            if event.get("e") == "collected" and not record.collected:
                 record.collected = event["nodeids"]
-    logs = sorted(
-        folder.glob("p*.reportlog.jsonl"),
-        key=lambda p: int(re.sub(r"\D", "", p.name.split(".")[0]) or 0),
-    )
-    for path in logs:
-        number = int(re.sub(r"\D", "", path.name.split(".")[0]) or 0)
+    expected, seen = {bound_nodeid(n) for n in record.collected}, set()
+    for path in sorted(folder.glob("p*.reportlog.jsonl"), key=number):
         with path.open(encoding="utf-8", errors="replace") as fh:
             parser = parse_reportlog(fh)
         for position, attempt in enumerate(parser.attempts):
-            attempt.process, attempt.position = number, position
-        record.attempts.extend(parser.attempts)
+            attempt.process, attempt.position = number(path), position
+            # every pulling process reports the collection errors: keep them once
+            if attempt.nodeid in expected or attempt.nodeid not in seen:
+                seen.add(attempt.nodeid)
+                record.attempts.append(attempt)
     return record
 
 

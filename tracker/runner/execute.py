@@ -6,7 +6,6 @@ RunRecord for the store.
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
 import threading
 import time
@@ -17,7 +16,6 @@ from datetime import UTC, datetime
 from tracker import queries
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
-from tracker.ingest.reportlog import parse_reportlog
 from tracker.records import (
     FAILING,
     PASSED,
@@ -33,9 +31,7 @@ from tracker.runner.probe import probe
 from tracker.runner.process import (
     Feed,
     Job,
-    output_tail,
-    pytest_command,
-    pytest_env,
+    Pull,
     run_process,
 )
 from tracker.signatures import fatal_regex
@@ -64,47 +60,6 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     if not var or not devices:
         return [Slot(f"w{i}") for i in range(per_device)]
     return [Slot(f"d{dev}w{i}", {var: str(dev)}) for dev in devices for i in range(per_device)]
-
-
-def collect(job: Job, deselect: list[str]) -> tuple[list[str], list[AttemptRecord], str | None]:
-    """The expected tests in suite order, collection errors as attempts, or why it failed."""
-    job.workdir.mkdir(parents=True, exist_ok=True)
-    events, report, output = (
-        job.workdir / n for n in ("collect.events.jsonl", "collect.reportlog.jsonl", "collect.out")
-    )
-    cmd = pytest_command(job, report, "--collect-only", "-q")
-    cmd += itertools.chain.from_iterable(("--deselect", d) for d in deselect)
-    timeout = max(1.0, min(1800.0, job.deadline - time.monotonic()))
-    with output.open("wb") as out:
-        try:
-            subprocess.run(
-                cmd,
-                cwd=job.cwd,
-                env=pytest_env(job, TRACKER_EVENTS=str(events)),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return [], [], f"collection did not finish within {timeout:.0f} s"
-    nodeids: list[str] | None = None
-    if events.exists():
-        for line in events.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event["e"] == "collected":
-                nodeids = event["nodeids"]
-    errors = (
-        parse_reportlog(report.read_text("utf-8", "replace").splitlines(keepends=True)).attempts
-        if report.exists()
-        else []
-    )
-    if nodeids is None:
-        return [], errors, f"collection failed: {output_tail(output, 2000).strip()}"
-    if not nodeids and not errors:
-        return [], [], "collection found no tests"
-    return nodeids, errors, None
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
@@ -150,42 +105,48 @@ class _Execution:
             remaining = result.remaining
         return attempts
 
-    def pull(self, slots: list[Slot], feed: Feed, universe: list[str]) -> list[AttemptRecord]:
+    def pull(
+        self, slots: list[Slot], feed: Feed, on_collected: Callable[[list[str]], None]
+    ) -> tuple[list[AttemptRecord], list[AttemptRecord]]:
         """Each slot keeps one pytest process that pulls tests from the feed until it is
-        empty. A process that dies or hangs is blamed on its running test, gives back what it
-        was handed and did not run, and the slot starts a fresh one that carries on pulling."""
+        empty; the first process to collect the suite fills the feed. A process that dies or
+        hangs is blamed on its running test, gives back what it was handed and did not run,
+        and the slot starts a fresh one that carries on pulling. Returns the tests' attempts
+        and the collection errors (every process reports them: they are kept once)."""
         collected: list[AttemptRecord] = []
+        errors: dict[str, AttemptRecord] = {}
 
         def worker(slot: Slot) -> None:
             job = replace(self.job, env={**self.job.env, **slot.env})
+            pull = Pull(feed, slot.name, on_collected)
             while feed.pending(slot.name) and not self.timed_out:
                 with self.lock:
                     number = next(self.process_numbers)
                 result = run_process(
-                    job,
-                    universe,
-                    f"p{number}",
-                    on_attempt=lambda a: self.reporter.attempt(a, False),
-                    feed=feed,
-                    taker=slot.name,
+                    job, [], f"p{number}", lambda a: self.reporter.attempt(a, False), pull
                 )
-                for attempt in result.attempts:
+                handed = {bound_nodeid(n) for n in result.handed}
+                ran = [a for a in result.attempts if a.nodeid in handed]
+                for attempt in ran:
                     attempt.process, attempt.worker = number, slot.name
                 feed.give_back(slot.name, result.remaining)
                 notes = [result.note] if result.note else []
                 if result.unknown:
-                    notes.append(f"not collected in the run's processes: {result.unknown[:5]}")
+                    notes.append(f"not collected in this process: {result.unknown[:5]}")
                 with self.lock:
-                    collected.extend(result.attempts)
+                    collected.extend(ran)
+                    for attempt in result.attempts:
+                        if attempt.nodeid not in handed:
+                            errors.setdefault(attempt.nodeid, attempt)
                     self.notes.extend(f"{slot.name}/p{number}: {n}" for n in notes)
                     self.timed_out = self.timed_out or result.run_timed_out
                 for note in notes:
                     self.reporter.note(note)
-                if not result.attempts:  # no progress: the next process would do the same
+                if not ran:  # no progress: the next process would do the same
                     return
 
         _on_each(slots, worker)
-        return collected
+        return collected, list(errors.values())
 
     def in_parallel(
         self, slots: list[Slot], work: Iterable[list[str]], rerun: bool
@@ -251,7 +212,7 @@ def execute(
     job = Job(
         python=suite.python,
         cwd=suite.path,
-        args=list(suite.args),
+        args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
         env=dict(suite.env),
         workdir=workdir,
         test_timeout=suite.test_timeout,
@@ -259,21 +220,32 @@ def execute(
         fatal_regex=fatal_regex(settings.fatal_patterns),
         use_pytest_timeout=bool(found.env.get("pytest_timeout")),
     )
-    nodeids, collect_errors, problem = collect(job, suite.deselect)
-    record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
-    record.attempts.extend(collect_errors)
-    if problem:
-        return finish(RUN_INFRA, problem)
-    reporter.collected(len(record.collected))
-
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
     with session_scope(settings.database_url) as session:
         history = queries.recent_first_attempts(session, suite.name, settings.runner.name)
-    expected = plan.estimates(nodeids, history)
-    groups = plan.order(nodeids, expected, suite.group)
-    feed = Feed(groups, plan.ranked(groups, expected, suite.group))
-    record.attempts.extend(execution.pull(slots, feed, nodeids))
+    feed = Feed()
+    nodeids: list[str] = []
+
+    def plan_run(collected: list[str]) -> None:
+        """The suite's one collection: the first process to report it fills the feed."""
+        with execution.lock:
+            if feed.filled:
+                return
+            nodeids.extend(collected)
+            expected = plan.estimates(nodeids, history)
+            groups = plan.order(nodeids, expected, suite.group)
+            feed.fill(groups, plan.ranked(groups, expected, suite.group))
+        reporter.collected(len(nodeids))
+
+    attempts, collect_errors = execution.pull(slots, feed, plan_run)
+    record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
+    record.attempts.extend([*collect_errors, *attempts])
+    if not feed.filled:
+        why = "; ".join(execution.notes) or "not within the run's time limit"
+        return finish(RUN_INFRA, f"collection failed: {why[:4000]}")
+    if not record.collected:
+        return finish(RUN_INFRA, "collection found no tests")
 
     # by_test() holds ids as stored (over-long ones cut); pytest selects by the whole id.
     # Collection errors are not rerun: there is no test to run.

@@ -4,16 +4,16 @@ library. It is steered by environment variables:
 
 TRACKER_EVENTS   JSON-lines file: `start` of every test (so the supervisor knows which test a
                  dead or hung process was in), `fatal` when a device-fatal error was seen,
-                 `collected` (the ordered test ids) in collect-only mode.
+                 `collected` (the ordered test ids) in collect-only and pull modes.
 TRACKER_SELECT   file with the test ids to run, one per line, in this order; files holding none of
                  them are not even imported.
 TRACKER_FATAL    regular expression of device-fatal errors: the first failure that matches ends the
                  session after that test, so one poisoned device context cannot fail the rest.
-TRACKER_PULL     "WANT,GIVE": two pipe descriptors. The process collects what TRACKER_SELECT
-                 names, then pulls its tests one at a time: a byte on WANT asks, a line on
-                 GIVE answers (empty: no more). The next test is asked for only when pytest
-                 tears the running one down, so a long test never waits behind another in
-                 this process while a slot elsewhere is free.
+TRACKER_PULL     "WANT,GIVE": two pipe descriptors. The process collects the suite, reports it
+                 (`collected`), then pulls its tests one at a time: a byte on WANT asks, a
+                 line on GIVE answers (empty: no more). The next test is asked for only when
+                 pytest tears the running one down, so a long test never waits behind another
+                 in this process while a slot elsewhere is free.
 TRACKER_PARENT   pid of the tracker: on Linux the process asks the kernel to kill it when the
                  tracker dies (even by kill -9), so no orphan holds the device into the next run.
 
@@ -159,7 +159,7 @@ def pytest_runtestloop(session):
 
 
 def pytest_collection_finish(session) -> None:
-    if session.config.option.collectonly:
+    if session.config.option.collectonly or os.environ.get("TRACKER_PULL"):
         _emit(e="collected", nodeids=[item.nodeid for item in session.items])
 
 

@@ -64,15 +64,23 @@ class Feed:
     another slot is already heading into it (xdist's worksteal, one test at a time).
     """
 
-    def __init__(self, groups: list[list[str]], ranked: int | None = None) -> None:
-        self.groups = [list(g) for g in groups if g]
-        self.ranked = len(self.groups) if ranked is None else ranked
-        self.free = [True] * len(self.groups)
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+        self.ranked = 0
+        self.free: list[bool] = []
+        self.filled = False  # the first process to collect the suite fills it
         self.head = 0  # no free group before it
         self.after: dict[str, int] = {}  # where each taker's stretch carries on
         self.current: dict[str, deque[str]] = {}
         self.returned: deque[deque[str]] = deque()
         self.lock = threading.Lock()
+
+    def fill(self, groups: list[list[str]], ranked: int | None = None) -> None:
+        with self.lock:
+            self.groups = [list(g) for g in groups if g]
+            self.ranked = len(self.groups) if ranked is None else ranked
+            self.free = [True] * len(self.groups)
+            self.filled = True
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -120,8 +128,10 @@ class Feed:
                 self.returned.appendleft(deque(rest))
 
     def pending(self, taker: str) -> bool:
-        """Work this taker could still be handed."""
+        """Work this taker could still be handed (all of it, until the suite is collected)."""
         with self.lock:
+            if not self.filled:
+                return True
             return bool(self.returned or self.current.get(taker) or any(self.free[self.head :]))
 
 
@@ -132,6 +142,7 @@ class ProcessResult:
     note: str | None = None  # why the process ended without running what it was given
     run_timed_out: bool = False
     unknown: list[str] = field(default_factory=list)  # handed out, but not collected there
+    handed: list[str] = field(default_factory=list)  # what a pulling process was given
 
 
 class _Tail:
@@ -324,30 +335,41 @@ class Watch:
         self.finished.add(nodeid)
 
 
+@dataclass
+class Pull:
+    """A process that pulls its tests: from which feed, for which slot, and who hears the
+    suite's collection (the first process to report it fills the feed)."""
+
+    feed: Feed
+    taker: str
+    on_collected: Callable[[list[str]], None] = lambda nodeids: None
+
+
 def run_process(
     job: Job,
     nodeids: list[str],
     name: str,
     on_attempt: Callable[[AttemptRecord], None] = lambda a: None,
-    feed: Feed | None = None,
-    taker: str = "",
+    pull: Pull | None = None,
 ) -> ProcessResult:
     """Run `nodeids` (in this order) in one fresh pytest process; return what happened to each.
-    With a `feed`, the process collects `nodeids` and runs what it pulls from the feed instead,
+    With `pull`, the process collects the suite and runs what it pulls from the feed instead,
     until the feed is empty; `remaining` is then what it was handed and did not run."""
     job.workdir.mkdir(parents=True, exist_ok=True)
     chosen, report, events, output, inbox = (
         job.workdir / f"{name}.{ext}"
         for ext in ("select", "reportlog.jsonl", "events.jsonl", "out", "inbox")
     )
-    chosen.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
     cmd = pytest_command(job, report, "--continue-on-collection-errors")
     if job.use_pytest_timeout:
         cmd.append(f"--timeout={job.test_timeout:g}")
-    env = pytest_env(job, TRACKER_SELECT=str(chosen), TRACKER_EVENTS=str(events))
-    pipes = _Pipes(feed, taker, inbox) if feed is not None else None
+    env = pytest_env(job, TRACKER_EVENTS=str(events))
+    pipes = _Pipes(pull, inbox) if pull else None
     if pipes:
         env["TRACKER_PULL"] = pipes.child_fds
+    else:
+        chosen.write_text("".join(f"{n}\n" for n in nodeids), encoding="utf-8")
+        env["TRACKER_SELECT"] = str(chosen)
     with _live_lock, output.open("wb") as out:  # started and known to kill_all, or neither
         if _stopping.is_set():
             return ProcessResult(remaining=list(nodeids), note="the tracker is stopping")
@@ -377,8 +399,8 @@ class _Pipes:
     """The pulling process's two pipes: it asks on one, the feed answers on the other (and in
     `<name>.inbox`, the record of what the process was handed)."""
 
-    def __init__(self, feed: Feed, taker: str, inbox: Path) -> None:
-        self.feed, self.taker, self.inbox = feed, taker, inbox.open("w", encoding="utf-8")
+    def __init__(self, pull: Pull, inbox: Path) -> None:
+        self.pull, self.inbox = pull, inbox.open("w", encoding="utf-8")
         self.want_r, self.want_w = os.pipe()
         self.give_r, self.give_w = os.pipe()
         self.pass_fds = (self.want_w, self.give_r)
@@ -389,8 +411,10 @@ class _Pipes:
         os.close(self.want_w)  # the child's ends: its death closes them, which we then see
         os.close(self.give_r)
 
-    def wait(self, seconds: float) -> None:
-        """Sleep until the process asks for work (or `seconds` pass), and answer each ask."""
+    def wait(self, seconds: float, drain: Callable[[], None]) -> None:
+        """Sleep until the process asks for work (or `seconds` pass), and answer each ask. The
+        process reports its collection before it first asks, so `drain` reads that report
+        before the feed is asked (the first process to collect fills it)."""
         ready, _, _ = select.select([self.want_r], [], [], seconds)
         if not ready:
             return
@@ -398,8 +422,9 @@ class _Pipes:
         if not asks:  # the process is gone
             time.sleep(seconds)
             return
+        drain()
         for _ in asks:
-            nodeid = self.feed.take(self.taker)
+            nodeid = self.pull.feed.take(self.pull.taker)
             if nodeid is not None:
                 self.handed.append(nodeid)
             self.inbox.write(f"{nodeid or ''}\n")
@@ -437,6 +462,8 @@ def _watch(
             watch.event(event)
             if event["e"] == "unknown":
                 unknown.append(event["nodeid"])
+            elif event["e"] == "collected" and pipes:
+                pipes.pull.on_collected(event["nodeids"])
         for line in report_tail.lines():
             watch.report(line)
 
@@ -457,7 +484,7 @@ def _watch(
             drain()
             break
         if pipes:
-            pipes.wait(POLL_S)
+            pipes.wait(POLL_S, drain)
         else:
             time.sleep(POLL_S)
 
@@ -483,8 +510,10 @@ def _watch(
         remaining=[n for n in given if bound_nodeid(n) not in watch.finished and n not in unknown],
         run_timed_out=killed == "run_timeout",
         unknown=unknown,
+        handed=list(given),
     )
-    if (result.remaining or (pipes and pipes.feed.pending(pipes.taker))) and not watch.done:
+    waiting = pipes and pipes.pull.feed.pending(pipes.pull.taker)
+    if (result.remaining or waiting) and not watch.done:
         result.note = (
             f"pytest ended ({_exit_text(code)}) before running any test: "
             f"{output_tail(output, 1500).strip()[-1500:]}"
