@@ -4,10 +4,13 @@
 #   whl/                      the tracker's wheel and its dependencies' wheels (Python 3.12)
 #   liger_kernel-0.8.5/       the unpacked source archive (src/ and test/ are enough)
 # Environment: FILES (default test/transformers), RUN_TIMEOUT (s), WPD (pytest processes per GPU),
-# OUT (where the database and the JSON land). A .device/tracker.db from an earlier call is the
-# history the run plans with (copy it back from OUT). XDIST_S=N: then plain `pytest -n <slots>
-# --dist worksteal`, each worker pinned to GPU (worker % GPUs), for at most N seconds.
+# OUT (where the database and the JSON land), RUNNER (the runner's name; default h200-<n>gpu).
+# A .device/tracker.db from an earlier call is the history the run plans with (copy it back
+# from OUT); the plan reads the history of the runner of that name. XDIST_S=N: then plain `pytest -n <slots>
+# --dist worksteal`, each worker pinned to GPU (worker % GPUs), for at most N seconds;
+# XDIST_S=rest: for what is left of a 10-minute device call (575 s from the script's start).
 set -u
+t_script=$(date +%s)
 here=$(pwd)
 work=/tmp/tracker-work
 mkdir -p "$work" "${OUT:=/tmp/out}"
@@ -24,7 +27,7 @@ cat > "$work/tracker.toml" <<EOF
 database_url = "sqlite:///$work/tracker.db"
 data_dir = "$work/data"
 [runner]
-name = "h200-$(nvidia-smi -L | wc -l)gpu"
+name = "${RUNNER:-h200-$(nvidia-smi -L | wc -l)gpu}"
 device = "cuda"
 [[suites]]
 name = "transformers"
@@ -60,6 +63,7 @@ for t in d["results"]:
         print(t["outcome"], t["nodeid"][:150], [(a["outcome"], (a["message"] or "")[:150]) for a in t["attempts"]])
 EOF
 cp "$work/tracker.db" "$OUT/" 2>/dev/null
+[ "${XDIST_S:-}" = rest ] && XDIST_S=$(( 575 - ($(date +%s) - t_script) ))
 if [ -n "${XDIST_S:-}" ]; then  # the field's tool, side by side, same arguments and pinning
   gpus=$(nvidia-smi -L | wc -l); slots=$(( gpus * ${WPD:-4} ))
   mkdir -p /tmp/pin && cat > /tmp/pin/pin_gpu.py <<PIN
@@ -76,12 +80,17 @@ PIN
   echo "xdist exit=$? wall=$(( $(date +%s) - start ))s slots=$slots"
   python3 - "$OUT/xdist.jsonl" <<'PY'
 import json, sys, collections
-done = collections.Counter()
+done, stops, first = collections.Counter(), [], None
 for line in open(sys.argv[1]):
     r = json.loads(line) if line.strip() else {}
-    if r.get("$report_type") == "TestReport" and r["when"] == "teardown":
-        done[r["outcome"]] += 1
+    if r.get("$report_type") == "TestReport":
+        first = min(first or r["start"], r["start"])
+        if r["when"] == "teardown":
+            done[r["outcome"]] += 1
+            stops.append(r["stop"])
 print("xdist tests finished:", sum(done.values()), dict(done))
+print("xdist finished by s after its first test:",
+      {t: sum(s - first <= t for s in stops) for t in (60, 120, 180, 240, 300, 360, 420)})
 PY
   tail -3 "$OUT/xdist.txt"
 fi

@@ -71,6 +71,18 @@ def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     assert len(taken) == 20 - 8 and not feed.pending("w0")
 
 
+def test_long_tests_are_spread_over_the_devices():
+    slots = {"d0w0": "0", "d0w1": "0", "d1w0": "1", "d1w1": "1"}
+    feed = Feed(slots)
+    long = [["m.py::a"], ["m.py::b"], ["m.py::c"], ["m.py::d"]]
+    feed.fill(long + [[f"s.py::t{i}"] for i in range(10)], ranked=4, weights=[300, 290, 200, 100])
+    # d0 holds a 300 s test: its second slot runs short tests until d1 holds as much
+    assert [feed.take(w) for w in slots] == ["m.py::a", "s.py::t0", "m.py::b", "m.py::c"]
+    assert feed.take("d0w1") == "m.py::d"  # d0 has 300 s running, d1 490 s
+    assert feed.take("d1w1") == "s.py::t1"  # m.py::c is done: the short tests, where d0w1 was
+    assert feed.take("d0w0") == "s.py::t6"  # the middle of t2-t9, which d1w1 heads into
+
+
 def _handed(detail: dict) -> list[str]:
     """The tests each process was handed, in order (its inbox)."""
     folder = Path(detail["run"]["artifacts"])

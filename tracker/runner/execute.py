@@ -53,13 +53,16 @@ class Slot:
 
     name: str
     env: dict[str, str] = field(default_factory=dict)
+    device: str = ""
 
 
 def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     var = VISIBLE_DEVICES.get(kind)
     if not var or not devices:
         return [Slot(f"w{i}") for i in range(per_device)]
-    return [Slot(f"d{dev}w{i}", {var: str(dev)}) for dev in devices for i in range(per_device)]
+    return [
+        Slot(f"d{dev}w{i}", {var: str(dev)}, str(dev)) for dev in devices for i in range(per_device)
+    ]
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
@@ -224,7 +227,7 @@ def execute(
     execution = _Execution(job, reporter)
     with session_scope(settings.database_url) as session:
         history = queries.recent_first_attempts(session, suite.name, settings.runner.name)
-    feed = Feed()
+    feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
 
     def plan_run(collected: list[str]) -> None:
@@ -235,7 +238,9 @@ def execute(
             nodeids.extend(collected)
             expected = plan.estimates(nodeids, history)
             groups = plan.order(nodeids, expected, suite.group)
-            feed.fill(groups, plan.ranked(groups, expected, suite.group))
+            ranked = plan.ranked(groups, expected, suite.group)
+            weights = [sum(expected[n].seconds for n in g) for g in groups[:ranked]]
+            feed.fill(groups, ranked, weights)
         reporter.collected(len(nodeids))
 
     attempts, collect_errors = execution.pull(slots, feed, plan_run)
