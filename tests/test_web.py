@@ -301,3 +301,17 @@ def test_pages_follow_new_runs_through_the_cache(client):
     kernels = client.get("/api/v1/suites/cached/kernels").json()["kernels"]
     assert {k["kernel"] for k in kernels} == {"k"}
     assert sum(k["tests"] for k in kernels) == 2  # the new run is seen at once
+
+
+def test_run_page_draws_each_slot_and_shows_the_output(client):
+    page = client.get("/runs/6").text  # the fixture suite, run for real by the runner
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    assert title.startswith("Run 6") and len(title) < 100  # the output is not in the title
+    assert "<h2>pytest output</h2>" in page
+    timeline = re.search(r'<svg class="timeline".*?</svg>', page, re.S).group(0)
+    assert ">w0</text>" in timeline and "idle" in timeline
+    # the longest tests are drawn over the slot's busy time, linked to their test pages
+    assert re.search(r'<a href="/tests/\d+"><rect [^>]*><title>test_', timeline)
+    assert "The longest tests" in page
+    # a run from a results file without start times has no timeline
+    assert 'class="timeline"' not in client.get("/runs/1").text

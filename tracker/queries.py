@@ -162,6 +162,26 @@ def run_detail(
     return {"run": run, "results": results, "total": total}
 
 
+def run_attempt_times(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """Every timed attempt of a run with its slot, in start order: the run page's timeline."""
+    rows = session.execute(
+        select(
+            Attempt.worker,
+            Attempt.started_at,
+            Attempt.duration,
+            Attempt.outcome,
+            Attempt.isolated,
+            Case.id,
+            Case.nodeid,
+        )
+        .join(Case, Attempt.test_id == Case.id)
+        .where(Attempt.run_id == run_id, Attempt.started_at.is_not(None))
+        .order_by(Attempt.started_at)
+    ).all()
+    keys = ("worker", "started_at", "duration", "outcome", "rerun", "test_id", "nodeid")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
 def run_kernels(session: Session, run_id: int) -> list[str]:
     return list(
         session.execute(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -124,6 +124,11 @@ def run_page(
     for f in failures:
         groups[signature(f["message"])].append(f)
     clusters = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    times = queries.run_attempt_times(session, run_id)
+    base = datetime.fromisoformat(run["started_at"]).replace(tzinfo=None)
+    for a in times:  # seconds from the run's start
+        a["offset"] = max(0.0, (a["started_at"].replace(tzinfo=None) - base).total_seconds())
+    longest = sorted(times, key=lambda a: -a["duration"])[:12]
     previous = queries.previous_run_id(session, run_id)
     changes = None
     if previous is not None:
@@ -159,6 +164,8 @@ def run_page(
         outcome=outcome,
         kernel=kernel,
         outputs=outputs(run["artifacts"]),
+        slots=svg.timeline(times, {id(a) for a in longest}),
+        longest=longest,
     )
 
 
