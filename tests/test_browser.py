@@ -80,7 +80,7 @@ def test_click_from_overview_to_run_to_test(page, base_url):
     page.locator(".card", has_text="realities").locator("a", has_text="#").first.click()
     assert "/runs/" in page.url
     assert page.locator("h1").inner_text().startswith("Run #")
-    page.locator("table a", has_text="test_b_needs_clean_state").first.click()
+    page.locator("#results a", has_text="test_b_needs_clean_state").first.click()
     assert "/tests/" in page.url
     assert "test_b_needs_clean_state" in page.locator("h1").inner_text()
     # failed in suite order, passed alone: the page names the test that ran before it
@@ -98,6 +98,6 @@ def test_results_filter_works_without_javascript(browser, base_url):
     page.select_option("select[name=outcome]", "flaky")
     page.locator("form.filter button").click()
     assert "outcome=flaky" in page.url
-    rows = page.locator("table tbody tr")
+    rows = page.locator("#results tbody tr")
     assert rows.count() == 1 and "test_b_needs_clean_state" in rows.first.inner_text()
     context.close()
