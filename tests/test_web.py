@@ -315,3 +315,34 @@ def test_run_page_draws_each_slot_and_shows_the_output(client):
     assert "The longest tests" in page
     # a run from a results file without start times has no timeline
     assert 'class="timeline"' not in client.get("/runs/1").text
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/healthz", "/runs/1", "/badge/transformers.svg", "/api/v1/suites"]
+)
+def test_head_wherever_get_is(client, path):
+    got, head = client.get(path), client.head(path)
+    assert head.status_code == got.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+
+
+def test_errors_are_pages_for_people_and_json_for_programs(client):
+    page = client.get("/runs/abc")
+    assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")
+    assert "Not a valid address" in page.text and "run_id" in page.text
+    missing = client.get("/no/such/page")
+    assert missing.status_code == 404 and "<h1>Not found</h1>" in missing.text
+    api = client.get("/api/v1/runs/abc")
+    assert api.status_code == 422 and api.json()["detail"][0]["loc"] == ["path", "run_id"]
+    unknown = client.get("/api/v1/suites/nosuch/runs")
+    assert unknown.status_code == 404 and "no suite 'nosuch'" in unknown.json()["detail"]
+
+
+def test_a_badge_for_an_unknown_suite_is_a_grey_image(client):
+    image = client.get("/badge/nosuch.svg")
+    assert image.status_code == 404 and image.headers["content-type"] == "image/svg+xml"
+    assert "nosuch: unknown" in image.text and "#8c959f" in image.text
+    shields = client.get("/badge/nosuch.json")
+    assert shields.status_code == 404
+    assert shields.json()["message"] == "unknown" and shields.json()["schemaVersion"] == 1

@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
+from starlette.exceptions import HTTPException
 
 from tracker import __version__
 from tracker.analysis.history import UnknownName
@@ -16,8 +22,10 @@ from tracker.config import Settings, load_settings
 from tracker.db import get_engine
 from tracker.queries import NotFound
 from tracker.web import api, badges, pages
+from tracker.web.badge import unknown_badge
 from tracker.web.deps import templates
 from tracker.web.guard import WriteGuard
+from tracker.web.head import HeadAsGet
 
 STATIC = Path(__file__).parent / "static"
 
@@ -34,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(badges.router)
     app.add_middleware(WriteGuard, settings=settings)
+    app.add_middleware(HeadAsGet)
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
@@ -52,13 +61,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             conn.execute(text("SELECT 1"))
         return {"status": "ok", "version": __version__}
 
+    def error_page(request: Request, status: int, message: str) -> Response:
+        title = {404: "Not found", 422: "Not a valid address"}.get(status, f"Error {status}")
+        return templates.TemplateResponse(
+            request, "error.html", {"title": title, "message": message}, status_code=status
+        )
+
     @app.exception_handler(NotFound)
     @app.exception_handler(UnknownName)
-    def not_found(request: Request, exc: LookupError):
-        if request.url.path.startswith(("/api/", "/badge/")):
+    def not_found(request: Request, exc: LookupError) -> Response:
+        path = request.url.path
+        if path.startswith("/badge/"):  # a README shows an image, never a broken one
+            return unknown_badge(path, str(exc))
+        if path.startswith("/api/"):
             return JSONResponse({"detail": str(exc)}, status_code=404)
-        return templates.TemplateResponse(
-            request, "error.html", {"message": str(exc)}, status_code=404
+        return error_page(request, 404, str(exc))
+
+    # pages answer people with a page; the API keeps FastAPI's JSON
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if request.url.path.startswith(("/api/", "/badge/")) or exc.status_code < 400:
+            return await http_exception_handler(request, exc)
+        return error_page(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        if request.url.path.startswith(("/api/", "/badge/")):
+            return await request_validation_exception_handler(request, exc)
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors()
         )
+        return error_page(request, 422, where)
 
     return app

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from xml.sax.saxutils import escape
 
+from fastapi.responses import JSONResponse, Response
+
 from tracker.analysis.report import Scope, cache
 from tracker.queries import list_runs
 
@@ -72,6 +74,17 @@ def svg(badge: Badge) -> str:
         f'font-size="11"><text x="{lw / 2}" y="14">{label}</text>'
         f'<text x="{lw + mw / 2}" y="14">{message}</text></g></svg>'
     )
+
+
+def unknown_badge(path: str, why: str) -> Response:
+    """A grey "unknown" badge with a 404, as shields draws one: an image still shows."""
+    name = path.rsplit("/", 1)[-1]
+    suite, _, kind = name.rpartition(".")
+    badge = Badge(suite[:60] or "suite", "unknown", GREY)
+    if kind == "json":
+        return JSONResponse(badge.shields() | {"detail": why}, status_code=404)
+    headers = {"Cache-Control": "no-cache"}
+    return Response(svg(badge), status_code=404, media_type="image/svg+xml", headers=headers)
 
 
 def etag(body: str) -> str:
