@@ -32,7 +32,7 @@ BadgeDep = Annotated[Badge, Depends(get_badge)]
     responses={
         200: {"content": {"image/svg+xml": {}}},
         304: {"description": "unchanged since the ETag sent in If-None-Match"},
-        **NOT_FOUND,
+        404: {"content": {"image/svg+xml": {}}, "description": "no such suite: a grey badge"},
     },
 )
 def badge_svg(request: Request, badge: BadgeDep) -> Response:
