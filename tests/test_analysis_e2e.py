@@ -4,6 +4,7 @@ through the same CLI a maintainer uses."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -194,3 +195,31 @@ def test_recorded_reportlog_cascade_is_device_fatal(tmp_path):
     top = found[0]
     assert top["signature"] == "RuntimeError: device previously failed: error code is 507035"
     assert (top["size"], top["device_fatal"], len(top["cascade_runs"])) == (5, True, 1)
+
+
+def test_the_cli_reads_at_80_columns_and_needs_no_suite_when_there_is_one(nights):
+    long_id = "test/transformers/test_fused_linear_cross_entropy.py::test_correctness[" + (
+        "dtype0-0.005-0.05-8-128-1024-4096-mean-100-True]"
+    )
+    flips = [(f"c{i}", {long_id: ("failed" if i % 2 else "passed", "boom")}) for i in range(4, 8)]
+    ingest_nights(nights, nights=flips)
+    flaky = tracker(nights, "flaky").stdout  # --suite: the only suite there is
+    assert "…" not in flaky
+    assert any(line.endswith(long_id) for line in flaky.splitlines())  # whole, on its own line
+    assert f"   {B}" not in flaky and B in flaky
+    runs = tracker(nights, "runs").stdout
+    assert "…" not in runs and "c3" in runs and "timed_o" not in runs
+    assert re.search(r"#\d+\s+\d{4}-\d\d-\d\d \d\d:\d\d  failed", runs)
+    as_json = json.loads(tracker(nights, "flaky", "--json").stdout)
+    assert as_json == json.loads(tracker(nights, "flaky", "--format", "json").stdout)
+    assert json.loads(tracker(nights, "kernels", "--json").stdout)["kernels"]
+    promotion = tracker(nights, "promotion")
+    assert promotion.returncode == 3 and "{" not in promotion.stdout
+    assert "runs: " in promotion.stdout and " failed" in promotion.stdout
+    assert "Quarantine a test" in tracker(nights, "quarantine", "add", "--help").stdout
+    ingest_nights(nights, suite="other")
+    two = tracker(nights, "flaky")
+    assert (
+        two.returncode == 2
+        and "--suite is needed: the suites are other, transformers" in two.stderr
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -138,7 +139,7 @@ def test_config_errors_name_the_key(tmp_path, config, args, message):
 def test_run_a_configured_suite(tmp_path):
     proc = tracker(tmp_path, "run", "realities", config=SUITE)
     assert proc.returncode == 0, proc.stderr
-    assert "passed 3" in proc.stdout
+    assert "3 passed" in proc.stdout
 
 
 def test_missing_device_is_an_infra_error(tmp_path):
@@ -201,3 +202,21 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:  # the process ended meanwhile
         return b""
+
+
+def test_config_typos_are_all_named_with_the_nearest_key(tmp_path):
+    config = '[runner]\nnmae = "x"\n[[suites]]\nname = "a"\npath = "."\ntest_timout = 3\n'
+    proc = tracker(tmp_path, "runs", config=config)
+    assert proc.returncode == 2
+    assert "runner.nmae: unknown key (did you mean name?)" in proc.stderr
+    assert "suites.0.test_timout: unknown key (did you mean test_timeout?)" in proc.stderr
+
+
+def test_serve_on_a_busy_port_is_a_usage_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        proc = tracker(tmp_path, "serve", "--port", port, "--no-scheduler")
+    assert proc.returncode == 2  # not 3, which says "promotion not met"
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr

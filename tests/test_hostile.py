@@ -438,7 +438,8 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
     events: list[Path] = []
     while time.monotonic() < deadline:
         events = list((tmp_path / "data").glob("runs/realities/*/p0.events.jsonl"))
-        if events and "test_hang.py::test_hang" in events[0].read_text():
+        started = '"e": "start", "nodeid": "test_hang.py::test_hang"'  # not just collected
+        if events and started in events[0].read_text():
             break
         time.sleep(0.2)
     else:

@@ -6,8 +6,10 @@ any configured the bundled example suite is offered under the name `example`.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -204,14 +206,34 @@ def example_suite() -> SuiteConfig:
     )
 
 
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys allowed where `loc` points (a list index or an optional steps through)."""
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        inner = [field.annotation] if field else []
+        while inner and not (isinstance(inner[0], type) and issubclass(inner[0], BaseModel)):
+            inner = [a for a in typing.get_args(inner[0]) if a is not type(None)][:1]
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields)
+
+
 def _format_error(exc: ValidationError, source: str) -> str:
-    err = exc.errors()[0]
-    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{source}: {key}: {msg}{more}"
+    """Every problem, each with its key; an unknown key with the nearest known one."""
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            near = difflib.get_close_matches(
+                str(err["loc"][-1]), _known_keys(Settings, err["loc"]), n=1
+            )
+            msg = "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
+        problems.append(f"{key}: {msg}")
+    return f"{source}: " + "; ".join(problems)
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

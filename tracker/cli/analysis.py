@@ -20,7 +20,17 @@ from tracker.analysis.flaky import BROKEN
 from tracker.analysis.history import UnknownName
 from tracker.analysis.kernels import ICONS, markdown
 from tracker.analysis.report import Scope
-from tracker.cli.app import EXIT_NOT_MET, JsonOpt, app, fail, out, state
+from tracker.cli.app import (
+    EXIT_NOT_MET,
+    JsonOpt,
+    SuiteOpt,
+    app,
+    count,
+    fail,
+    out,
+    state,
+    suite_name,
+)
 from tracker.db import session_scope
 from tracker.validate import escape_controls
 
@@ -29,7 +39,6 @@ quarantine_app = typer.Typer(
 )
 app.add_typer(quarantine_app, name="quarantine")
 
-SuiteOpt = Annotated[str, typer.Option("--suite", help="Suite name.")]
 RunnerOpt = Annotated[str | None, typer.Option("--runner", help="Only this runner.")]
 DaysOpt = Annotated[
     int | None,
@@ -69,70 +78,70 @@ def _dump(data: Any) -> None:
 
 @app.command()
 def flaky(
-    suite: SuiteOpt,
+    suite: SuiteOpt = None,
     runner: RunnerOpt = None,
     days: DaysOpt = None,
     fmt: Annotated[FlakyFormat, typer.Option("--format")] = FlakyFormat.table,
+    as_json: JsonOpt = False,
 ) -> None:
     """Flaky tests with their evidence, ranked by the Wilson lower bound of the failure rate;
     also the broken ones (failing since a commit). `--format deselect` prints the quarantine."""
+    suite = suite_name(suite)
     if fmt == FlakyFormat.deselect:
         with session_scope(state.settings().database_url) as session:
             for line in quarantine.deselect_lines(quarantine.active(session, suite)):
                 print(line)
         return
     with scope(suite, runner, days) as s:
-        if fmt == FlakyFormat.json:
+        if as_json or fmt == FlakyFormat.json:
             _dump(s.flaky_json())
             return
         ranked, broken = s.flaky(), s.broken()
-    table = Table(
-        "#",
-        "test",
-        "fail/runs",
-        "failure rate (95% CI)",
-        "flips",
-        "evidence",
-        "notes",
-        title=f"flaky in {suite}, last {s.days} days",
-    )
+    # a test id is never cut: it gets its own line, its numbers the line below
+    out.print(Text(f"Flaky in {suite}, last {s.days} days: {count(len(ranked), 'test')}", "bold"))
     for i, x in enumerate(ranked, 1):
         lo, hi = x.failure_interval
-        notes = ("quarantined " if x.quarantined else "") + (
-            "order-dependent" if x.order_dependent else ""
+        notes = [
+            n
+            for n, on in (("quarantined", x.quarantined), ("order-dependent", x.order_dependent))
+            if on
+        ]
+        out.print(Text(f"{i:>3}. ").append(x.nodeid, style="bold"))
+        out.print(
+            Text(
+                f"     failed {x.failures} of {count(x.runs, 'run')}, rate {_pct(x.failure_rate)} "
+                f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
+                f"evidence: {', '.join(sorted(x.evidence))}"
+                + (f"; {', '.join(notes)}" if notes else "")
+            )
         )
-        table.add_row(
-            str(i),
-            Text(x.nodeid),
-            f"{x.failures}/{x.runs}",
-            f"{_pct(x.failure_rate)} [{_pct(lo)}, {_pct(hi)}]",
-            f"{x.flip_rate:.2f}",
-            ", ".join(sorted(x.evidence)),
-            notes,
-        )
-    out.print(table)
+    if broken:
+        out.print(Text(f"Broken in {suite}: {count(len(broken), 'test')}", "bold"))
     for x in broken:
         since = (
             f"broken since {x.broken_since} (last good {x.last_good})"
             if x.verdict == BROKEN
             else "failing on every run in the window"
         )
-        out.print(Text(f"{x.nodeid}: {since}"))
+        out.print(Text(f"  {x.nodeid}", style="bold"))
+        out.print(Text(f"     {since}"))
 
 
 @app.command()
 def kernels(
-    suite: SuiteOpt,
+    suite: SuiteOpt = None,
     runner: RunnerOpt = None,
     days: DaysOpt = None,
     fmt: Annotated[KernelFormat, typer.Option("--format")] = KernelFormat.table,
+    as_json: JsonOpt = False,
 ) -> None:
     """One row per kernel (test file): status, tests, pass rate, flaky and failing tests."""
+    suite = suite_name(suite)
     with scope(suite, runner, days) as s:
         rows = s.kernels()
     if fmt == KernelFormat.markdown:
         print(markdown(rows, s.days))
-    elif fmt == KernelFormat.json:
+    elif as_json or fmt == KernelFormat.json:
         _dump(s.kernels_json())
     else:
         table = Table("kernel", "status", "tests", f"pass rate {s.days}d", "flaky", "failing")
@@ -151,13 +160,14 @@ def kernels(
 
 @app.command()
 def clusters(
-    suite: SuiteOpt,
+    suite: SuiteOpt = None,
     runner: RunnerOpt = None,
     days: DaysOpt = None,
     as_json: JsonOpt = False,
     top: Annotated[int, typer.Option("--top", min=1)] = 20,
 ) -> None:
     """Failures grouped by cause (masked error signature), biggest first."""
+    suite = suite_name(suite)
     with scope(suite, runner, days) as s:
         if as_json:
             _dump(s.clusters_json(top))
@@ -172,19 +182,15 @@ def clusters(
             )
             if on
         )
-        out.print(
-            Text(
-                f"{c.size:>5} failures  {len(c.tests):>4} tests  {len(c.runs):>3} runs  ",
-                style="bold",
-            )
-            .append(c.signature, style="")
-            .append(f"  {flags}", style="red")
-        )
+        sizes = f"{count(c.size, 'failure')} in {count(len(c.tests), 'test')}, "
+        out.print(Text(sizes + count(len(c.runs), "run"), style="bold").append(f"  {flags}", "red"))
+        out.print(Text(f"     {c.signature}"))
 
 
 @app.command()
-def promotion(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
+def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
     """Is the promotion criterion met? Exit 0 when met, 3 when not (for workflow gates)."""
+    suite = suite_name(suite)
     with scope(suite, runner) as s:
         v = s.promotion()
     if as_json:
@@ -196,9 +202,11 @@ def promotion(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = Fals
             mark = "✓" if p["ok"] else "✗"
             out.print(Text(f"  {mark} {p['name']}: {p['measured']} (need {p['required']})"))
         lo, hi = v.interval
+        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in v.counts.items() if n)
+        out.print(Text(f"  runs: {counts or 'none'}"))
         out.print(
             Text(
-                f"  runs: {v.counts}; success {v.successes}/{v.total}, 95% interval "
+                f"  success {v.successes} of {count(v.total, 'run')}, 95% interval "
                 f"[{_pct(lo)}, {_pct(hi)}], P(rate >= {v.config.min_success_rate:.0%}) = "
                 f"{v.confidence:.2f}"
             )
@@ -214,14 +222,16 @@ def promotion(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = Fals
 
 @quarantine_app.command("add")
 def quarantine_add(
-    suite: SuiteOpt,
     nodeid: Annotated[str, typer.Argument(help="pytest node id")],
-    reason: Annotated[str, typer.Option("--reason")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, for whoever reads the list.")],
+    suite: SuiteOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Who (default: your user name).")] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Add an id this suite has never recorded.")
     ] = False,
 ) -> None:
+    """Quarantine a test: it still runs and is recorded, but its failures no longer fail runs."""
+    suite = suite_name(suite)
     with session_scope(state.settings().database_url) as session:
         try:
             quarantine.add(session, suite, nodeid, reason, by or getpass.getuser(), force)
@@ -231,7 +241,11 @@ def quarantine_add(
 
 
 @quarantine_app.command("remove")
-def quarantine_remove(suite: SuiteOpt, nodeid: Annotated[str, typer.Argument()]) -> None:
+def quarantine_remove(
+    nodeid: Annotated[str, typer.Argument(help="pytest node id")], suite: SuiteOpt = None
+) -> None:
+    """Release a test: its failures fail runs again."""
+    suite = suite_name(suite)
     with session_scope(state.settings().database_url) as session:
         try:
             gone = quarantine.remove(session, suite, nodeid)
@@ -243,7 +257,9 @@ def quarantine_remove(suite: SuiteOpt, nodeid: Annotated[str, typer.Argument()])
 
 
 @quarantine_app.command("list")
-def quarantine_list(suite: SuiteOpt, as_json: JsonOpt = False) -> None:
+def quarantine_list(suite: SuiteOpt = None, as_json: JsonOpt = False) -> None:
+    """The quarantined tests: since when, by whom, why."""
+    suite = suite_name(suite)
     with session_scope(state.settings().database_url) as session:
         try:
             rows = quarantine.listing(session, suite)
@@ -257,8 +273,11 @@ def quarantine_list(suite: SuiteOpt, as_json: JsonOpt = False) -> None:
 
 
 @quarantine_app.command("propose")
-def quarantine_propose(suite: SuiteOpt, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
+def quarantine_propose(
+    suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt = False
+) -> None:
     """Flaky tests that the rule would quarantine; nothing is applied."""
+    suite = suite_name(suite)
     minimum = state.settings().analysis.propose_min_flaky_runs
     with scope(suite, runner) as s:
         proposals = [

@@ -45,10 +45,13 @@ class SafeConsole(Console):
                 yield Segment(escape_terminal(segment.text), segment.style)
 
 
-out = SafeConsole(highlight=False)
+out = SafeConsole(highlight=False, soft_wrap=True)  # ids and paths stay whole, never folded
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+SuiteOpt = Annotated[
+    str | None, typer.Option("--suite", help="Suite name (default: the only suite there is).")
+]
 
 
 class _State:
@@ -65,6 +68,30 @@ class _State:
 
 
 state = _State()
+
+
+def count(n: int, word: str) -> str:
+    """`1 test`, `2,608 tests`."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def suite_name(given: str | None) -> str:
+    """`--suite`, or the only suite there is (configured or stored)."""
+    if given:
+        return given
+    from tracker import queries
+    from tracker.db import session_scope
+
+    settings = state.settings()
+    with session_scope(settings.database_url) as session:
+        stored = {suite for suite, _ in queries.suite_runner_pairs(session)}
+    known = sorted(stored | {s.name for s in settings.suites})
+    if len(known) == 1:
+        return known[0]
+    raise fail(
+        "--suite is needed: "
+        + (f"the suites are {', '.join(known)}" if known else "no suite is configured or stored")
+    )
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

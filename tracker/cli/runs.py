@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from tracker import queries, store
@@ -17,6 +16,7 @@ from tracker.cli.app import (
     EXIT_INFRA,
     JsonOpt,
     app,
+    count,
     db_app,
     err,
     fail,
@@ -46,7 +46,8 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     head.append(f"  {run['suite']} on {run['runner']}  commit {run['commit'] or '-'}")
     head.append(f"  {run['duration'] or 0:.1f} s")
     out.print(head)
-    out.print(Text("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items())))
+    counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in run["counts"].items())
+    out.print(Text(f"  {counts}"))
     if run["message"]:
         out.print(Text(f"  {run['message'][:2000]}", style="yellow"))
     notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
@@ -156,20 +157,17 @@ def runs(
     if as_json:
         print(json.dumps({"runs": rows}, ensure_ascii=False))
         return
-    table = Table("id", "started (UTC)", "suite", "runner", "status", "commit", "tests", "counts")
-    table.columns[4].no_wrap = True  # "passed (2 quarantined failures)" reads as one
+    # two lines a run, nothing cut at 80 columns: the dates, commits and statuses whole
     for r in rows:
-        table.add_row(
-            str(r["id"]),
-            (r["started_at"] or "")[:19],
-            Text(r["suite"]),
-            Text(r["runner"]),
-            status_text(r["status"], r["quarantined_failures"]),
-            Text((r["commit"] or "-")[:12]),
-            str(r["expected"]),
-            Text(", ".join(f"{k} {v}" for k, v in r["counts"].items())),
+        color = {"passed": "green", "flaky": "yellow"}.get(r["status"], "red")
+        head = Text(f"#{r['id']:<5} {(r['started_at'] or '')[:16].replace('T', ' ')}  ", "bold")
+        head.append(status_text(r["status"], r["quarantined_failures"]), style=color)
+        head.append(f"  {r['commit'] or '-'}", style="dim")
+        out.print(head)
+        counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in r["counts"].items())
+        out.print(
+            Text(f"       {r['suite']} on {r['runner']}: {count(r['expected'], 'test')}; {counts}")
         )
-    out.print(table)
 
 
 @app.command()

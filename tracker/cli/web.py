@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from typing import Annotated
 
 import typer
 
-from tracker.cli.app import app, out, state
+from tracker.cli.app import app, fail, out, state
 
 
 def _logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+
+
+def _can_listen(host: str, port: int) -> None:
+    """A busy port is a usage error (exit 2), said in one line; uvicorn would exit 3, which
+    means "promotion not met" here."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @app.command()
@@ -38,6 +51,7 @@ def serve(
 
     _logging()
     settings = state.settings()
+    _can_listen(host, port)
     stop = threading.Event()
     threading.Thread(target=keep_recovering, args=(settings, stop), daemon=True).start()
     scheduler = None
