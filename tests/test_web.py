@@ -346,3 +346,19 @@ def test_a_badge_for_an_unknown_suite_is_a_grey_image(client):
     shields = client.get("/badge/nosuch.json")
     assert shields.status_code == 404
     assert shields.json()["message"] == "unknown" and shields.json()["schemaVersion"] == 1
+
+
+def test_badge_markdown_uses_the_public_url(filled):
+    public = filled.model_copy(update={"public_url": "https://ci.example.org/stability/"})
+    page = TestClient(create_app(public)).get("/suites/transformers/promotion").text
+    assert "https://ci.example.org/stability/badge/transformers.svg?metric=status" in page
+    assert "testserver/badge" not in page
+
+
+def test_numbers_read_as_words(client):
+    run = client.get("/runs/6").text
+    assert re.search(r"<dt>Started</dt><dd><time[^>]*>\d{4}-\d\d-\d\d \d\d:\d\d UTC</time>", run)
+    assert "0.0 s" not in run and re.search(r"\d\.\d\d s</td>", run)
+    suite = client.get("/suites/realities").text
+    assert "The only run" in suite or "The last" in client.get("/").text
+    assert " min</text>" not in suite  # the duration chart labels in seconds when runs are short

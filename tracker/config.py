@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRACKER_", extra="forbid")
 
     database_url: str = "sqlite:///tracker.db"
+    # where people reach the dashboard (e.g. https://ci.example.org/stability): the badge
+    # Markdown and links in exports use it; unset, the address the page was asked on
+    public_url: str | None = None
     timezone: str = "UTC"
     data_dir: Path = Path("tracker-data")  # reportlogs and pytest output of each run
     runner: RunnerConfig = Field(default_factory=RunnerConfig)

@@ -15,6 +15,7 @@ from sqlmodel import Session
 
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
+from tracker.web.words import moment, plural, seconds
 
 
 def templates_dir() -> Path:
@@ -30,7 +31,8 @@ def path_segment(value: object) -> str:
 
 
 templates = Jinja2Templates(directory=str(templates_dir()))
-templates.env.filters["seg"] = path_segment
+templates.env.filters.update(seg=path_segment, seconds=seconds, moment=moment)
+templates.env.globals["plural"] = plural
 
 
 def get_settings(request: Request) -> Settings:

@@ -20,6 +20,7 @@ from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
 from tracker.web import svg
 from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
+from tracker.web.words import seconds
 
 router = APIRouter(include_in_schema=False)
 PAGE = 1000  # results per page of a run, as in the API
@@ -89,16 +90,15 @@ def suite_page(
         trend.append((day.strftime("%m-%d"), rate))
     recent = queries.list_runs(session, suite, None, 50)
     durations = [
-        (r["started_at"][5:16].replace("T", " "), r["duration"] / 60 if r["duration"] else None)
-        for r in reversed(recent[:30])
+        (r["started_at"][5:16].replace("T", " "), r["duration"]) for r in reversed(recent[:30])
     ]
     last = next((r for r in recent if r["status"] not in ("running", "infra_error")), None)
     return render(
         request,
         "suite.html",
         suite=suite,
-        trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%"),
-        duration_chart=svg.line_chart(durations, y_format="{:.1f} min"),
+        trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%".format),
+        duration_chart=svg.line_chart(durations, y_format=seconds),
         runs=recent,
         rates=[scope.rates(7), scope.rates(14), scope.rates(days)],
         kernels=scope.kernels(),
@@ -232,7 +232,7 @@ def promotion_page(
 ) -> HTMLResponse:
     scope = Scope(session, settings, suite, runner)
     verdict = scope.promotion()
-    base = str(request.base_url).rstrip("/")
+    base = (settings.public_url or str(request.base_url)).rstrip("/")
     badge_md = "\n".join(
         f"![{m}]({base}/badge/{path_segment(suite)}.svg?metric={m})"
         for m in ("status", "runs", "pass-rate", "promotion")

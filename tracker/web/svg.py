@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tracker.web.words import seconds
 
 COLORS = {
     "passed": "#2da44e",
@@ -49,7 +52,7 @@ def line_chart(
     width: int = 640,
     height: int = 140,
     y_max: float | None = None,
-    y_format: str = "{:.0f}",
+    y_format: Callable[[float], str] = "{:.0f}".format,
 ) -> dict[str, Any]:
     """A polyline over labelled points (None leaves a gap); y from 0 to y_max."""
     pad_l, pad_r, pad_t, pad_b = 64, 24, 10, 22
@@ -68,7 +71,7 @@ def line_chart(
         x = pad_l + i * step if n > 1 else pad_l + inner_w / 2
         y = pad_t + inner_h * (1 - min(v, top) / top)
         segments[-1].append((round(x, 1), round(y, 1)))
-        dots.append({"x": round(x, 1), "y": round(y, 1), "title": f"{label}: {y_format.format(v)}"})
+        dots.append({"x": round(x, 1), "y": round(y, 1), "title": f"{label}: {y_format(v)}"})
     labels = [
         {"x": round(pad_l + i * step, 1), "text": label}
         for i, (label, _) in enumerate(points)
@@ -80,8 +83,8 @@ def line_chart(
         "polylines": [" ".join(f"{x},{y}" for x, y in seg) for seg in segments if seg],
         "dots": dots,
         "labels": labels,
-        "y_top": y_format.format(top),
-        "y_mid": y_format.format(top / 2),
+        "y_top": y_format(top),
+        "y_mid": y_format(top / 2),
         "pad_l": pad_l,
         "pad_t": pad_t,
         "base_y": height - pad_b,
@@ -112,7 +115,10 @@ def timeline(
         else:
             bars.append([x0, x1])
         if id(a) in marked:
-            title = f"{a['nodeid']}: {a['outcome']}, {a['duration']:.1f} s from {a['offset']:.0f} s"
+            title = (
+                f"{a['nodeid']}: {a['outcome']}, {seconds(a['duration'])} "
+                f"from {seconds(a['offset'])}"
+            )
             slot["marks"].append(
                 {
                     "x": round(x0, 1),

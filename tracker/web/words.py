@@ -1,0 +1,26 @@
+"""Numbers as people read them on the pages: durations, moments, counts."""
+
+from __future__ import annotations
+
+
+def seconds(value: float | None) -> str:
+    """A duration a person reads: 0.04 s, 12.3 s, 4 min 12 s, 1 h 3 min."""
+    if value is None:
+        return "–"
+    if value < 10:
+        return f"{value:.2f} s" if value < 1 else f"{value:.1f} s"
+    if value < 60:
+        return f"{value:.0f} s"
+    if value < 3600:
+        return f"{int(value // 60)} min {int(value % 60)} s"
+    return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+
+
+def moment(value: str | None) -> str:
+    """An ISO time as a person reads it: to the minute, in UTC, no microseconds."""
+    return (value or "–")[:16].replace("T", " ") + (" UTC" if value else "")
+
+
+def plural(n: int, word: str) -> str:
+    """`1 run`, `2,608 runs`."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
