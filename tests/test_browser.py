@@ -59,6 +59,8 @@ PAGES = {
     "run-cascade": "/runs/5",
     "run-runner": "/runs/6",
     "test": "/tests/2",
+    "kernel": "/suites/transformers/kernels/mlp",
+    "flaky-7-days": "/suites/transformers/flaky?days=7&sort=-rate",
     "api-docs": "/docs",
 }
 
@@ -85,7 +87,9 @@ def test_click_from_overview_to_run_to_test(page, base_url):
     assert "test_b_needs_clean_state" in page.locator("h1").inner_text()
     # failed in suite order, passed alone: the page names the test that ran before it
     assert page.locator("h2", has_text="Order-dependence").count() == 1
-    assert page.locator("ol code", has_text="test_a_leaves_state_behind").count() == 1
+    before = page.locator("ol a", has_text="test_a_leaves_state_behind")  # a link to its page
+    assert before.count() == 1
+    assert before.get_attribute("href").startswith("/tests/")
     page.locator("svg.strip a").first.click()  # the history strip links back to the run
     assert "/runs/" in page.url
     assert page.errors == []
@@ -101,3 +105,22 @@ def test_results_filter_works_without_javascript(browser, base_url):
     rows = page.locator("#results tbody tr")
     assert rows.count() == 1 and "test_b_needs_clean_state" in rows.first.inner_text()
     context.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_page_is_wider_than_the_screen(browser, base_url, width):
+    """Phones included: wide tables scroll inside their own box, the page never does."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    suite = page.goto(base_url + "/suites/transformers")
+    assert suite.status == 200
+    cluster = page.locator("a[href*='/clusters/']").first.get_attribute("href")
+    paths = [p for n, p in PAGES.items() if n != "api-docs"] + [cluster, "/suites/realities"]
+    for path in paths:
+        page.goto(base_url + path)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= width, f"{path} is {wide} px wide at {width} px"
+        if width == 390:  # a test id wraps as words, not one character per line
+            cells = page.locator("td.id:visible")
+            if cells.count():
+                assert cells.first.bounding_box()["width"] >= 200, path
+    page.close()

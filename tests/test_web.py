@@ -45,6 +45,11 @@ PAGES = [
     "/tests/1",
     "/runs/6?outcome=failed",
     "/runs/6?kernel=ids",
+    "/runs/6?q=test_&sort=-duration",
+    "/suites/transformers?days=7",
+    "/suites/transformers/flaky?days=90&q=mlp&sort=flips",
+    "/suites/transformers/kernels/mlp",
+    "/suites/transformers/kernels/mlp?days=30&sort=-rate&q=falcon",
     "/docs",
 ]
 
@@ -60,7 +65,7 @@ def test_pages(client, path):
 def test_quarantined_failures_are_in_plain_sight(client):
     run = client.get("/runs/4").text  # passed only because the rope failure is quarantined
     assert re.search(r"passed</span> <span class=\"tag\"[^>]*>1 quarantined failure<", run)
-    row = re.search(r"test_rope\[fp32\]</a></td><td>rope</td><td>(.*?)</td>", run)
+    row = re.search(r"test_rope\[fp32\]</a></td><td><a [^>]*>rope</a></td><td>(.*?)</td>", run)
     assert row and "quarantined" in row.group(1)
     overview = client.get("/").text
     assert "Green runs" in overview and "Test pass rate" in overview
@@ -362,3 +367,34 @@ def test_numbers_read_as_words(client):
     suite = client.get("/suites/realities").text
     assert "The only run" in suite or "The last" in client.get("/").text
     assert " min</text>" not in suite  # the duration chart labels in seconds when runs are short
+
+
+def test_kernel_and_cluster_pages_link_everything(client):
+    suite = client.get("/suites/transformers").text
+    assert 'href="/suites/transformers/kernels/mlp"' in suite
+    key = re.search(r'href="/suites/transformers/clusters/([0-9a-f]{12})"', suite).group(1)
+    kernel = client.get("/suites/transformers/kernels/mlp").text
+    assert re.search(
+        r'<a href="/tests/\d+">test/transformers/test_mlp.py::test_falcon\[bf16\]</a>', kernel
+    )
+    assert "/clusters/" in kernel and "OutOfResources" in kernel
+    cluster = client.get(f"/suites/transformers/clusters/{key}")
+    assert cluster.status_code == 200
+    assert re.search(r'<a href="/runs/\d+">#\d+</a>', cluster.text)
+    assert re.search(r'<a href="/tests/\d+">', cluster.text)
+    assert client.get("/suites/transformers/kernels/nosuch").status_code == 404
+    assert client.get("/suites/transformers/clusters/000000000000").status_code == 404
+    assert client.get("/suites/transformers/flaky?days=0").status_code == 422
+
+
+def test_tables_sort_and_filter_without_javascript(client):
+    page = client.get("/suites/transformers/flaky?days=7").text
+    assert "<strong>7 days</strong>" in page and 'href="?days=14"' in page
+    results = client.get("/runs/6?q=test_order&sort=-duration").text.split('id="results"')[1]
+    ids = re.findall(r'<td class="id"><a href="/tests/\d+">([^<]+)</a>', results)
+    assert ids and all("test_order" in i for i in ids)
+    durations = re.findall(r'<td class="num">([\d.]+) s</td></tr>', results)
+    assert [float(d) for d in durations] == sorted((float(d) for d in durations), reverse=True)
+    assert "sort=duration" in results  # the heading now sorts the other way
+    assert "q=test_order" in results  # and keeps the filter
+    assert client.get("/runs/6?sort=drop%20table").status_code == 422

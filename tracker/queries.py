@@ -90,12 +90,27 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
     return run
 
 
+# the run page's sortable columns; suite order by default ("-": descending)
+RESULT_ORDER = {
+    "test": (Case.nodeid,),
+    "-test": (Case.nodeid.desc(),),
+    "kernel": (Case.kernel, Result.id),
+    "-kernel": (Case.kernel.desc(), Result.id),
+    "outcome": (Result.outcome, Result.id),
+    "-outcome": (Result.outcome.desc(), Result.id),
+    "duration": (Result.duration, Result.id),
+    "-duration": (Result.duration.desc(), Result.id),
+}
+
+
 def run_results(
     session: Session,
     run_id: int,
     *,
     outcome: str | None = None,
     kernel: str | None = None,
+    text: str | None = None,
+    sort: str | None = None,
     limit: int | None = None,
     offset: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
@@ -106,6 +121,8 @@ def run_results(
         where.append(Result.outcome == outcome)
     if kernel:
         where.append(Case.kernel == kernel)
+    if text:
+        where.append(Case.nodeid.contains(text, autoescape=True))
     total = session.execute(
         select(func.count()).select_from(Result).join(Case, Result.test_id == Case.id).where(*where)
     ).scalar_one()
@@ -115,7 +132,7 @@ def run_results(
         )
         .join(Case, Result.test_id == Case.id)
         .where(*where)
-        .order_by(Result.id)
+        .order_by(*RESULT_ORDER.get(sort or "", (Result.id,)))
         .limit(limit)
         .offset(offset)
     ).all()
@@ -279,6 +296,18 @@ def case_info(session: Session, test_id: int) -> dict[str, Any]:
     if row is None:
         raise NotFound(f"no test with id {test_id}")
     return dict(zip(("id", "nodeid", "kernel", "file", "suite"), row, strict=True))
+
+
+def test_ids(session: Session, suite: str, nodeids: list[str]) -> dict[str, int]:
+    """The ids of a suite's tests by node id, for links from lists of names."""
+    if not nodeids:
+        return {}
+    rows = session.execute(
+        select(Case.nodeid, Case.id)
+        .join(Suite, Suite.id == Case.suite_id)
+        .where(Suite.name == suite, Case.nodeid.in_(set(nodeids)))
+    ).all()
+    return dict(rows)  # type: ignore[arg-type]
 
 
 def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ quoted values), so 300 `OutOfResources: Required: 98304` and `Required: 131072` 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -57,8 +58,14 @@ class Cluster:
     cascade_runs: list[int] = field(default_factory=list)
     example: str | None = None
 
+    @property
+    def key(self) -> str:
+        """A short stable name for links: the signature's hash."""
+        return hashlib.sha256(self.signature.encode()).hexdigest()[:12]
+
     def as_dict(self, max_tests: int = 20) -> dict[str, Any]:
         return {
+            "key": self.key,
             "signature": self.signature,
             "size": self.size,
             "tests": len(self.tests),

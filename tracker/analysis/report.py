@@ -14,12 +14,13 @@ from sqlmodel import Session
 
 from tracker import queries
 from tracker.analysis import history
-from tracker.analysis.clusters import Cluster, clusters
+from tracker.analysis.clusters import Cluster, clusters, signature
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, ranked_flaky
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
 from tracker.analysis.rates import Rates, rates
 from tracker.config import Settings
+from tracker.records import FAILING
 
 
 class StateCache:
@@ -151,6 +152,20 @@ class Scope:
             return clusters(obs, a.cascade_share, a.cascade_min)
 
         return cache.get(self, ("clusters", self.since), compute)
+
+    def occurrences(self, key: str) -> tuple[Cluster, list[history.Observation]]:
+        """A failure cluster and every first-attempt failure in it, newest first."""
+        found = next((c for c in self.clusters() if c.key == key), None)
+        if found is None:
+            raise queries.NotFound(f"no failure cluster {key!r} in the last {self.days} days")
+        obs = history.observations(
+            self.session, self.suite_id, self.runner_id, self.since, self.now
+        )
+        return found, sorted(
+            (o for o in obs if o.first in FAILING and signature(o.message) == found.signature),
+            key=lambda o: (o.started_at, o.run_id),
+            reverse=True,
+        )
 
     def rates(self, days: int) -> Rates:
         """Green runs and the test pass rate over the last `days` local days."""

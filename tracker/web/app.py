@@ -21,7 +21,7 @@ from tracker.analysis.history import UnknownName
 from tracker.config import Settings, load_settings
 from tracker.db import get_engine
 from tracker.queries import NotFound
-from tracker.web import api, badges, pages
+from tracker.web import api, badges, detail, pages
 from tracker.web.badge import unknown_badge
 from tracker.web.deps import templates
 from tracker.web.guard import WriteGuard
@@ -39,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(pages.router)
+    app.include_router(detail.router)
     app.include_router(api.router)
     app.include_router(badges.router)
     app.add_middleware(WriteGuard, settings=settings)

@@ -18,7 +18,7 @@ from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
 from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
-from tracker.web import svg
+from tracker.web import svg, tables
 from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
 from tracker.web.words import seconds
 
@@ -27,7 +27,10 @@ PAGE = 1000  # results per page of a run, as in the API
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, {"svg": svg, "icons": ICONS, **context})
+    params = dict(request.query_params)  # for links that keep the view: sort, filter, window
+    return templates.TemplateResponse(
+        request, name, {"svg": svg, "icons": ICONS, "params": params, **context}
+    )
 
 
 def _run_square(run: dict[str, Any]) -> dict[str, Any]:
@@ -71,10 +74,14 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
 
 @router.get("/suites/{suite}", response_class=HTMLResponse)
 def suite_page(
-    request: Request, suite: str, session: SessionDep, settings: SettingsDep
+    request: Request,
+    suite: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    window: int | None = Query(None, alias="days", ge=1, le=365),
 ) -> HTMLResponse:
-    scope = Scope(session, settings, suite)
-    days = 30
+    scope = Scope(session, settings, suite, days=window)
+    days = window or 30  # the trend: the chosen window, else a month
     since = window_start(local_day(scope.now, scope.tz), days, scope.tz)
     runs = history.runs(session, scope.suite_id, None, since, scope.now)
     per_day: dict[Any, list[str]] = defaultdict(list)
@@ -116,6 +123,8 @@ def run_page(
     session: SessionDep,
     outcome: str | None = Query(None, max_length=20),
     kernel: str | None = Query(None, max_length=200),
+    q: str | None = tables.TextQ,
+    sort: str | None = tables.SortQ,
     offset: int = Query(0, ge=0, le=10_000_000),
 ) -> HTMLResponse:
     run = queries.run_info(session, run_id)
@@ -147,7 +156,14 @@ def run_page(
             "new_flaky": sorted(n for n, o in now.items() if o == FLAKY and before.get(n) != FLAKY),
         }
     results, total = queries.run_results(
-        session, run_id, outcome=outcome, kernel=kernel, limit=PAGE, offset=offset
+        session,
+        run_id,
+        outcome=outcome,
+        kernel=kernel,
+        text=q,
+        sort=sort if sort in queries.RESULT_ORDER else None,
+        limit=PAGE,
+        offset=offset,
     )
     return render(
         request,
@@ -164,6 +180,11 @@ def run_page(
         outcome=outcome,
         kernel=kernel,
         outputs=outputs(run["artifacts"]),
+        ids=queries.test_ids(
+            session,
+            run["suite"],
+            [n for k, v in (changes or {}).items() if k != "previous" for n in v[:20]],
+        ),
         slots=svg.timeline(times, {id(a) for a in longest}),
         longest=longest,
     )
@@ -192,6 +213,7 @@ def test_page(
         for h in past
     ]
     interval = wilson(stats.runs - stats.failures, stats.runs) if stats and stats.runs else None
+    ids = queries.test_ids(session, info["suite"], stats.ran_before if stats else [])
     return render(
         request,
         "test.html",
@@ -202,24 +224,40 @@ def test_page(
         failures=[h for h in reversed(past) if h["first"] in FAILING][:10],
         quarantined=quarantined,
         days=scope.days,
+        ids=ids,
     )
 
 
 @router.get("/suites/{suite}/flaky", response_class=HTMLResponse)
 def flaky_page(
-    request: Request, suite: str, session: SessionDep, settings: SettingsDep
+    request: Request,
+    suite: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    days: int | None = tables.DaysQ,
+    q: str | None = tables.TextQ,
+    sort: str | None = tables.SortQ,
 ) -> HTMLResponse:
-    scope = Scope(session, settings, suite)
+    scope = Scope(session, settings, suite, days=days)
     deselect = "\n".join(quarantine.deselect_lines(quarantine.active(session, suite)))
+    flaky = tables.sort_filter(scope.flaky(), q, sort, FLAKY_COLUMNS, lambda f: f.nodeid)
     return render(
         request,
         "flaky.html",
         suite=suite,
-        flaky=scope.flaky(),
+        flaky=flaky,
         broken=scope.broken(),
         deselect=deselect,
         days=scope.days,
     )
+
+
+FLAKY_COLUMNS = {
+    "test": lambda f: f.nodeid,
+    "failed": lambda f: (f.failures, f.runs),
+    "rate": lambda f: f.failure_interval[0],
+    "flips": lambda f: f.flip_rate,
+}
 
 
 @router.get("/suites/{suite}/promotion", response_class=HTMLResponse)
@@ -247,4 +285,5 @@ def promotion_page(
         kernels_md=markdown(scope.kernels(), scope.days),
         badge_md=badge_md,
         runs=Counter(verdict.counts),
+        ids=queries.test_ids(session, suite, verdict.unquarantined_flaky),
     )
