@@ -217,6 +217,8 @@ def test_the_cli_reads_at_80_columns_and_needs_no_suite_when_there_is_one(nights
     assert promotion.returncode == 3 and "{" not in promotion.stdout
     assert "runs: " in promotion.stdout and " failed" in promotion.stdout
     assert "Quarantine a test" in tracker(nights, "quarantine", "add", "--help").stdout
+    clusters = tracker(nights, "clusters").stdout
+    assert "2 failures in 1 test, 2 runs" in clusters and " 1 tests" not in clusters
     ingest_nights(nights, suite="other")
     two = tracker(nights, "flaky")
     assert (

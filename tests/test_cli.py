@@ -220,3 +220,20 @@ def test_serve_on_a_busy_port_is_a_usage_error(tmp_path):
         proc = tracker(tmp_path, "serve", "--port", port, "--no-scheduler")
     assert proc.returncode == 2  # not 3, which says "promotion not met"
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def test_every_command_says_what_it_does_in_one_line(tmp_path):
+    for group in ([], ["quarantine"], ["db"]):
+        listing = tracker(tmp_path, *group, "--help").stdout.split("Commands:")[1]
+        lines = [line.strip() for line in listing.splitlines() if line.strip()]
+        assert lines and all("..." not in line and len(line.split()) > 2 for line in lines), lines
+    for command in ("run", "ingest", "flaky", "kernels", "promotion", "plan", "serve"):
+        assert tracker(tmp_path, command, "--help").returncode == 0
+    assert "--json" in tracker(tmp_path, "flaky", "--help").stdout
+
+
+def test_ingest_of_a_directory_is_one_line_not_a_traceback(tmp_path):
+    (tmp_path / "results").mkdir()
+    proc = tracker(tmp_path, "ingest", "results", "--suite", "s", "--runner", "r")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "is a directory" in proc.stderr

@@ -398,3 +398,15 @@ def test_tables_sort_and_filter_without_javascript(client):
     assert "sort=duration" in results  # the heading now sorts the other way
     assert "q=test_order" in results  # and keeps the filter
     assert client.get("/runs/6?sort=drop%20table").status_code == 422
+
+
+def test_counts_and_lists_read_as_words(client):
+    promotion = client.get("/suites/transformers/promotion").text
+    assert "run(s)" not in promotion and "a night" in promotion
+    assert re.search(r'<li><a href="/tests/\d+">test/transformers/test_mlp.py', promotion)
+    overview = client.get("/").text
+    assert "Last 1 runs" not in overview and re.search(r"The (only run|last \d+ runs)", overview)
+    flaky = client.get("/suites/transformers/flaky").text
+    assert not re.search(r'<td class="num">\d\.\d\d</td>', flaky)  # flips as a share
+    run = client.get("/runs/6").text  # a skip reason is on the page, not only in a tooltip
+    assert re.search(r'<br><small class="message">[^<]+</small>', run)

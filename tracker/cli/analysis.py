@@ -84,8 +84,10 @@ def flaky(
     fmt: Annotated[FlakyFormat, typer.Option("--format")] = FlakyFormat.table,
     as_json: JsonOpt = False,
 ) -> None:
-    """Flaky tests with their evidence, ranked by the Wilson lower bound of the failure rate;
-    also the broken ones (failing since a commit). `--format deselect` prints the quarantine."""
+    """Flaky and broken tests, with evidence.
+
+    Ranked by the Wilson lower bound of the failure rate; also the broken ones (failing since
+    a commit). `--format deselect` prints the quarantine as pytest options."""
     suite = suite_name(suite)
     if fmt == FlakyFormat.deselect:
         with session_scope(state.settings().database_url) as session:
@@ -135,7 +137,9 @@ def kernels(
     fmt: Annotated[KernelFormat, typer.Option("--format")] = KernelFormat.table,
     as_json: JsonOpt = False,
 ) -> None:
-    """One row per kernel (test file): status, tests, pass rate, flaky and failing tests."""
+    """The kernel table: one row per test file.
+
+    Status, tests, pass rate, flaky and failing tests of each kernel."""
     suite = suite_name(suite)
     with scope(suite, runner, days) as s:
         rows = s.kernels()
@@ -166,7 +170,9 @@ def clusters(
     as_json: JsonOpt = False,
     top: Annotated[int, typer.Option("--top", min=1)] = 20,
 ) -> None:
-    """Failures grouped by cause (masked error signature), biggest first."""
+    """Failures grouped by cause, biggest first.
+
+    The cause is the error message with numbers, paths and addresses masked."""
     suite = suite_name(suite)
     with scope(suite, runner, days) as s:
         if as_json:
@@ -189,7 +195,9 @@ def clusters(
 
 @app.command()
 def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
-    """Is the promotion criterion met? Exit 0 when met, 3 when not (for workflow gates)."""
+    """Is the promotion criterion met?
+
+    Exit 0 when met, 3 when not (for workflow gates)."""
     suite = suite_name(suite)
     with scope(suite, runner) as s:
         v = s.promotion()
@@ -230,7 +238,9 @@ def quarantine_add(
         bool, typer.Option("--force", help="Add an id this suite has never recorded.")
     ] = False,
 ) -> None:
-    """Quarantine a test: it still runs and is recorded, but its failures no longer fail runs."""
+    """Quarantine a test.
+
+    It still runs and is recorded, but its failures no longer fail runs."""
     suite = suite_name(suite)
     with session_scope(state.settings().database_url) as session:
         try:
@@ -276,7 +286,9 @@ def quarantine_list(suite: SuiteOpt = None, as_json: JsonOpt = False) -> None:
 def quarantine_propose(
     suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt = False
 ) -> None:
-    """Flaky tests that the rule would quarantine; nothing is applied."""
+    """What the rule would quarantine.
+
+    Flaky tests with enough evidence, as ready `quarantine add` commands; nothing is applied."""
     suite = suite_name(suite)
     minimum = state.settings().analysis.propose_min_flaky_runs
     with scope(suite, runner) as s:

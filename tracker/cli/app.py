@@ -1,4 +1,5 @@
-"""The `tracker` command.
+"""Kernel stability tracker: run a kernel test suite every night, keep every result, and
+say which tests are flaky and whether the CI is ready to move upstream.
 
 Exit codes: 0 success (a run that passed, or passed with flaky tests; promotion criterion met);
 1 a run that failed, timed out or was interrupted; 2 a usage, configuration or input error

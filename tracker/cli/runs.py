@@ -126,7 +126,9 @@ def ingest(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Store a results file produced elsewhere (e.g. the fork's GitHub Actions job) as a run."""
+    """Store a results file from elsewhere as a run.
+
+    A reportlog or JUnit file, e.g. from the fork's GitHub Actions job."""
     settings = state.settings()
     try:
         record = load_run(
@@ -147,7 +149,9 @@ def runs(
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 30,
     as_json: JsonOpt = False,
 ) -> None:
-    """List recent runs, newest first (closing first any run whose tracker died)."""
+    """Recent runs, newest first.
+
+    Any run whose tracker died is closed first, keeping what it recorded."""
     from tracker.service import recover
 
     settings = state.settings()
@@ -191,7 +195,9 @@ def show(
 def db_backup(
     path: Annotated[Path, typer.Argument(help="Where to write the copy (a new SQLite file).")],
 ) -> None:
-    """A consistent copy of the SQLite database, taken while the service runs (backup API)."""
+    """Copy the SQLite database safely.
+
+    A consistent copy, taken while the service runs (SQLite's backup API)."""
     import sqlite3
 
     url = state.settings().database_url
@@ -211,7 +217,9 @@ def db_backup(
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Create or migrate the database to the newest schema (also done on every start)."""
+    """Create or migrate the database.
+
+    To the newest schema; also done on every start."""
     url = state.settings().database_url
     get_engine(url)
     out.print(f"database at the newest schema: {url}")
@@ -226,8 +234,10 @@ def plan_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The order the next run would hand its tests out in, from the last run's tests and their
-    recent durations: the predicted wall time, each slot's load, the tests without history."""
+    """The next run's plan: order, slots, wall time.
+
+    From the last run's tests and their recent durations: the order the tests go out in, the
+    predicted wall time, each slot's load, and the tests without history."""
     from tracker.runner import plan
 
     settings = state.settings()

@@ -42,7 +42,9 @@ def serve(
         ),
     ] = True,
 ) -> None:
-    """Serve the dashboard, the JSON API (/api/v1, docs at /docs) and the badges. With several web
+    """Serve the dashboard, the API and badges.
+
+    The JSON API is under /api/v1, its docs at /docs. With several web
     workers, run `--no-scheduler` and one `tracker scheduler` process beside them."""
     import uvicorn
 
@@ -70,7 +72,9 @@ def serve(
 
 @app.command()
 def scheduler() -> None:
-    """Run the nightly scheduler alone (no web), until SIGTERM or Ctrl-C."""
+    """Run the nightly scheduler alone.
+
+    No web server; until SIGTERM or Ctrl-C."""
     from tracker.scheduler import build, next_runs
 
     _logging()
