@@ -410,3 +410,11 @@ def test_counts_and_lists_read_as_words(client):
     assert not re.search(r'<td class="num">\d\.\d\d</td>', flaky)  # flips as a share
     run = client.get("/runs/6").text  # a skip reason is on the page, not only in a tooltip
     assert re.search(r'<br><small class="message">[^<]+</small>', run)
+
+
+def test_a_content_hash_commit_keeps_its_digits():
+    from tracker.web.words import short_commit
+
+    assert short_commit("content:e6630b029c2d46c5") == "content:e6630b029c2d"
+    assert short_commit("0123456789abcdef0123") == "0123456789ab"
+    assert short_commit(None) == "–"

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
-from tracker.web.words import moment, plural, seconds
+from tracker.web.words import moment, plural, seconds, short_commit
 
 
 def templates_dir() -> Path:
@@ -31,7 +31,9 @@ def path_segment(value: object) -> str:
 
 
 templates = Jinja2Templates(directory=str(templates_dir()))
-templates.env.filters.update(seg=path_segment, seconds=seconds, moment=moment)
+templates.env.filters.update(
+    seg=path_segment, seconds=seconds, moment=moment, short_commit=short_commit
+)
 templates.env.globals["plural"] = plural
 
 

@@ -24,3 +24,11 @@ def moment(value: str | None) -> str:
 def plural(n: int, word: str) -> str:
     """`1 run`, `2,608 runs`."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def short_commit(value: str | None) -> str:
+    """A commit at a fixed short form: 12 hex characters, after a `content:` prefix too."""
+    if not value:
+        return "–"
+    prefix, _, digest = value.rpartition(":")
+    return f"{prefix}:{digest[:12]}" if prefix else value[:12]
