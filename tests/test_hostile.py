@@ -215,7 +215,7 @@ def test_run_results_are_read_a_page_at_a_time(client, settings):
     assert client.get(f"/api/v1/runs/{run}", params={"limit": 5000}).status_code == 422
     page = client.get(f"/runs/{run}").text
     assert "1–1000 shown" in page and "offset=1000" in page
-    assert page.count('<tr><td><a href="/tests/') == 1000
+    assert page.count('<tr><td class="id"><a href="/tests/') == 1000
 
 
 # 4 and 5. Exports a maintainer pastes, and what the terminal shows.
