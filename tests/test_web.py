@@ -358,6 +358,8 @@ def test_badge_markdown_uses_the_public_url(filled):
     page = TestClient(create_app(public)).get("/suites/transformers/promotion").text
     assert "https://ci.example.org/stability/badge/transformers.svg?metric=status" in page
     assert "testserver/badge" not in page
+    # the kernel table for the RFC links each kernel to its page there
+    assert "| [mlp](https://ci.example.org/stability/suites/transformers/kernels/mlp) |" in page
 
 
 def test_numbers_read_as_words(client):

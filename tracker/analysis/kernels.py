@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, FLAKY_VERDICT, NO_DATA, CaseStats
 from tracker.analysis.stats import wilson
@@ -69,16 +70,18 @@ def kernel_table(stats: dict[int, CaseStats]) -> list[KernelRow]:
     return sorted(rows.values(), key=lambda r: r.kernel)
 
 
-def markdown(rows: list[KernelRow], window_days: int) -> str:
-    """Paste-ready for the RFC."""
+def markdown(rows: list[KernelRow], window_days: int, link: str | None = None) -> str:
+    """Paste-ready for the RFC. With `link` (the suite's page at the public URL), each kernel
+    links to its page there."""
     lines = [
         f"| Kernel | Status | Tests | Pass rate ({window_days}d) | Flaky | Failing |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         rate = f"{100 * (1 - r.failures / r.runs):.1f}%" if r.runs else "–"
+        name = f"[{r.kernel}]({link}/kernels/{quote(r.kernel, safe='')})" if link else r.kernel
         lines.append(
-            f"| {r.kernel} | {ICONS[r.status]} {r.status} | {r.tests} | {rate} | "
+            f"| {name} | {ICONS[r.status]} {r.status} | {r.tests} | {rate} | "
             f"{len(r.flaky)} | {len(r.failing)} |"
         )
     return "\n".join(lines)

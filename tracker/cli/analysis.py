@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.table import Table
@@ -144,7 +145,9 @@ def kernels(
     with scope(suite, runner, days) as s:
         rows = s.kernels()
     if fmt == KernelFormat.markdown:
-        print(markdown(rows, s.days))
+        public = state.settings().public_url
+        link = f"{public.rstrip('/')}/suites/{quote(suite, safe='')}" if public else None
+        print(markdown(rows, s.days, link))
     elif as_json or fmt == KernelFormat.json:
         _dump(s.kernels_json())
     else:

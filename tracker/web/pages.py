@@ -282,7 +282,13 @@ def promotion_page(
         runner=runner,
         verdict=verdict,
         rates=scope.rates(verdict.window_days),
-        kernels_md=markdown(scope.kernels(), scope.days),
+        kernels_md=markdown(
+            scope.kernels(),
+            scope.days,
+            f"{settings.public_url.rstrip('/')}/suites/{path_segment(suite)}"
+            if settings.public_url
+            else None,
+        ),
         badge_md=badge_md,
         runs=Counter(verdict.counts),
         ids=queries.test_ids(session, suite, verdict.unquarantined_flaky),
