@@ -111,6 +111,8 @@ class AnalysisConfig(_Strict):
     # proposals (never applied by themselves): flaky tests with at least this many runs of
     # evidence in the window
     propose_min_flaky_runs: int = Field(default=2, ge=1)
+    # a polluter-search probe is repeated until the victim fails or this many runs pass
+    polluter_tries: int = Field(default=3, ge=1, le=20)
 
 
 class SchedulerConfig(_Strict):

@@ -147,6 +147,20 @@ class Quarantine(SQLModel, table=True):
     by: str = Field(max_length=100)  # a person, or "rule:<name>"
 
 
+class Investigation(SQLModel, table=True):
+    """A root-cause search on the device, kept with its evidence: a polluter search for an
+    order-dependent test. Its probes are not runs and count in no rate."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    test_id: int = _fk("test_case.id")
+    kind: str = Field(max_length=16)  # "polluter"
+    run_id: int | None = None  # the run whose process order was replayed
+    started_at: datetime
+    finished_at: datetime
+    verdict: str = Field(max_length=32)
+    details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
 class RunSlot(SQLModel, table=True):
     """A scheduled firing, claimed by the first scheduler process that gets to it: two schedulers
     on one database make one run per slot."""

@@ -12,6 +12,7 @@ from tracker.models import (
     Attempt,
     Case,
     Environment,
+    Investigation,
     Quarantine,
     Result,
     Run,
@@ -423,3 +424,54 @@ def recent_first_attempts(
     ).all():
         out.setdefault(nodeid, []).append((duration, outcome))
     return out
+
+
+def replay_order(
+    session: Session, suite: str, nodeid: str, run_id: int | None = None
+) -> tuple[int, int, list[str]]:
+    """(run, test id, the tests before it in its process, in order) for the test's latest
+    first attempt that failed in a run's process (or in run `run_id`)."""
+    query = (
+        select(Attempt.run_id, Attempt.test_id, Attempt.process, Attempt.position)
+        .join(Case, Case.id == Attempt.test_id)
+        .join(Suite, Suite.id == Case.suite_id)
+        .where(Suite.name == suite, Case.nodeid == nodeid, Attempt.number == 1)
+        .where(Attempt.outcome.in_(FAILING), Attempt.process.is_not(None))
+        .order_by(Attempt.run_id.desc())
+        .limit(1)
+    )
+    if run_id is not None:
+        query = query.where(Attempt.run_id == run_id)
+    row = session.execute(query).first()
+    if row is None:
+        where = f" in run {run_id}" if run_id is not None else ""
+        raise NotFound(f"{nodeid} has no failed first attempt in a process of {suite}{where}")
+    run, test_id, process, position = row
+    before = session.execute(
+        select(Case.nodeid)
+        .join(Attempt, Attempt.test_id == Case.id)
+        .where(Attempt.run_id == run, Attempt.process == process, Attempt.number == 1)
+        .where(Attempt.position < position)
+        .order_by(Attempt.position)
+    ).scalars()
+    return run, test_id, list(before)
+
+
+def investigations(session: Session, test_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The latest polluter search of each test: verdict, culprits, evidence, when."""
+    if not test_ids:
+        return {}
+    rows = session.execute(
+        select(Investigation)
+        .where(Investigation.test_id.in_(set(test_ids)), Investigation.kind == "polluter")
+        .order_by(Investigation.id)
+    ).scalars()
+    return {
+        inv.test_id: {
+            **inv.details,
+            "verdict": inv.verdict,
+            "run_id": inv.run_id,
+            "finished_at": _iso(inv.finished_at),
+        }
+        for inv in rows
+    }

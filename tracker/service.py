@@ -9,19 +9,22 @@ import os
 import re
 import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlmodel import Session
 
-from tracker import store
+from tracker import queries, store
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest.reportlog import parse_reportlog
-from tracker.models import Run, Runner, Suite
+from tracker.models import Investigation, Run, Runner, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
-from tracker.runner.execute import Reporter, execute
+from tracker.runner import polluter
+from tracker.runner.execute import Reporter, execute, job_for
+from tracker.runner.probe import probe
 from tracker.runner.process import kill_all, kill_leftovers
 
 log = logging.getLogger("tracker")
@@ -29,6 +32,7 @@ HOST = socket.gethostname()
 HEARTBEAT_S = 10  # a running run's owner writes its heartbeat this often
 LAPSE = timedelta(minutes=2)  # ... so a heartbeat this old means the owner is gone
 RECOVER_EVERY_S = 30  # how often `serve` and the scheduler look for runs whose owner died
+INVESTIGATION = "investigation"  # the source of a run row that only holds the suite's lock
 
 
 def _alive(pid: int | None) -> bool:
@@ -135,6 +139,9 @@ def _record_from_artifacts(run: Run, suite: str, runner: str, reason: str) -> Ru
 def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
     if run is None or run.status != RUN_RUNNING:
         return
+    if run.source == INVESTIGATION:  # it only held the lock: nothing to keep
+        store.drop_run(session, run.id)
+        return
     suite = session.execute(select(Suite.name).where(Suite.id == run.suite_id)).scalar_one()
     runner = session.execute(select(Runner.name).where(Runner.id == run.runner_id)).scalar_one()
     record = _record_from_artifacts(run, suite, runner, reason)
@@ -147,6 +154,56 @@ def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
         reason,
         len(record.attempts),
     )
+
+
+def find_polluter(
+    settings: Settings, suite: SuiteConfig, nodeid: str, run_id: int | None = None
+) -> polluter.Search:
+    """Replay the process order of the test's failing run and search for its polluter, in
+    fresh pytest processes on this runner, holding the suite's run lock (a nightly run cannot
+    start beside it, and it refuses to start beside one). Stored with its evidence."""
+    url = settings.database_url
+    with session_scope(url) as session:
+        source_run, test_id, before = queries.replay_order(session, suite.name, nodeid, run_id)
+    found = probe(suite, settings.runner)
+    if found.problem:
+        raise store.Busy(f"the device is not usable: {found.problem}")
+    started = datetime.now(UTC)
+    workdir = (
+        settings.data_dir / "investigations" / suite.name / started.strftime("%Y%m%dT%H%M%S.%fZ")
+    ).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(
+        suite=suite.name,
+        runner=settings.runner.name,
+        source=INVESTIGATION,
+        started_at=started,
+        artifacts=str(workdir),
+    )
+    with session_scope(url) as session:
+        lock = store.start_run(session, record, HOST, os.getpid()).id  # Busy beside a run
+    try:
+        job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, found.env)
+        tries = settings.analysis.polluter_tries
+        result = polluter.search(nodeid, before, polluter.in_processes(job), tries)
+    finally:
+        with session_scope(url) as session:
+            store.drop_run(session, lock)
+    with session_scope(url) as session:
+        store.save_investigation(
+            session,
+            Investigation(
+                test_id=test_id,
+                kind="polluter",
+                run_id=source_run,
+                started_at=started,
+                finished_at=datetime.now(UTC),
+                verdict=result.verdict,
+                details={**result.as_dict(), "candidates": len(before), "tries": tries},
+            ),
+        )
+    log.info("polluter search for %s: %s %s", nodeid, result.verdict, result.culprits)
+    return result
 
 
 def _owner_gone(run: Run, now: datetime) -> bool:

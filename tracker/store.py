@@ -12,13 +12,22 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from tracker import quarantine
 from tracker.db import upsert
-from tracker.models import Attempt, Case, Environment, Result, Run, Runner, Suite
+from tracker.models import (
+    Attempt,
+    Case,
+    Environment,
+    Investigation,
+    Result,
+    Run,
+    Runner,
+    Suite,
+)
 from tracker.records import (
     FAILING,
     FLAKY,
@@ -118,6 +127,21 @@ def _start_run(session: Session, record: RunRecord, host: str | None, pid: int |
         session.rollback()
         raise Busy(f"{record.suite} is already running on {record.runner}") from None
     return run
+
+
+def drop_run(session: Session, run_id: int) -> None:
+    """Remove a run row that only held the suite's lock (an investigation's)."""
+    with _WRITE_LOCK:
+        session.execute(delete(Run).where(Run.id == run_id))
+        session.commit()
+
+
+def save_investigation(session: Session, investigation: Investigation) -> Investigation:
+    with _WRITE_LOCK:
+        session.add(investigation)
+        session.commit()
+        session.refresh(investigation)
+        return investigation
 
 
 def heartbeat(session: Session, run_id: int) -> None:

@@ -130,10 +130,17 @@ class Scope:
         return {"suite": self.suite, "runner": self.runner, "window_days": self.days}
 
     def flaky_json(self) -> dict[str, Any]:
+        """With each test's latest polluter search, where one was made."""
+        flaky, broken = self.flaky(), self.broken()
+        found = queries.investigations(self.session, [s.test_id for s in [*flaky, *broken]])
+
+        def entry(s: CaseStats) -> dict[str, Any]:
+            return s.as_dict() | ({"polluter": found[s.test_id]} if s.test_id in found else {})
+
         return {
             **self.head(),
-            "flaky": [s.as_dict() for s in self.flaky()],
-            "broken": [s.as_dict() for s in self.broken()],
+            "flaky": [entry(s) for s in flaky],
+            "broken": [entry(s) for s in broken],
         }
 
     def kernels_json(self) -> dict[str, Any]:

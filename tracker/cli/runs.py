@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ from tracker.cli.app import (
     EXIT_FAILED,
     EXIT_INFRA,
     JsonOpt,
+    SuiteOpt,
     app,
     count,
     db_app,
@@ -22,6 +24,7 @@ from tracker.cli.app import (
     fail,
     out,
     state,
+    suite_name,
 )
 from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
@@ -98,6 +101,47 @@ def run(
     if not as_json:
         err.print(Text(f"stored in {url}; see it with: tracker show {saved.id}", style="dim"))
     raise typer.Exit(_status_exit(saved.status))
+
+
+@app.command()
+def polluter(
+    test: Annotated[str, typer.Argument(help="The order-dependent test's node id.")],
+    suite: SuiteOpt = None,
+    run_id: Annotated[
+        int | None, typer.Option("--run", help="Replay this run's order (default: the latest).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the test that pollutes an order-dependent one.
+
+    Replays the order of the process where it failed, in fresh pytest processes on this runner,
+    and bisects the tests that ran before it (delta debugging); each probe is repeated up to
+    `analysis.polluter_tries` times. The result is stored and shown on the test page."""
+    from tracker.service import find_polluter
+
+    settings = state.settings()
+    name = suite_name(suite)
+    try:
+        suite_cfg = settings.suite(name)
+        found = find_polluter(settings, suite_cfg, test, run_id)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except (queries.NotFound, store.Busy) as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(found.as_dict(), ensure_ascii=False))
+        return
+    out.print(Text(f"{found.verdict}: ", style="bold").append(found.victim))
+    for culprit in found.culprits:
+        out.print(Text(f"  after {culprit}"))
+    for line in found.evidence:
+        out.print(Text(f"  {line}", style="dim"))
+    if found.culprits:
+        out.print(Text(f"  the fix: the state {' + '.join(found.culprits)} leaves behind"))
+        out.print(Text(f"  meanwhile: --deselect {shlex.quote(found.victim)}"))
+    out.print(Text(f"  {found.probes} pytest processes", style="dim"))
 
 
 def _parse_time(value: str | None) -> datetime | None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from tracker import queries
 from tracker.config import Settings, SuiteConfig
@@ -63,6 +64,23 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     return [
         Slot(f"d{dev}w{i}", {var: str(dev)}, str(dev)) for dev in devices for i in range(per_device)
     ]
+
+
+def job_for(
+    settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
+) -> Job:
+    """What every pytest process of a suite needs; `env` is what the probe found."""
+    return Job(
+        python=suite.python,
+        cwd=suite.path,
+        args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
+        env=dict(suite.env),
+        workdir=workdir,
+        test_timeout=suite.test_timeout,
+        deadline=deadline,
+        fatal_regex=fatal_regex(settings.fatal_patterns),
+        use_pytest_timeout=bool(env.get("pytest_timeout")),
+    )
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
@@ -212,17 +230,7 @@ def execute(
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
         return finish(RUN_INFRA, f"checkout failed: {exc}")
 
-    job = Job(
-        python=suite.python,
-        cwd=suite.path,
-        args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env=dict(suite.env),
-        workdir=workdir,
-        test_timeout=suite.test_timeout,
-        deadline=t0 + suite.run_timeout,
-        fatal_regex=fatal_regex(settings.fatal_patterns),
-        use_pytest_timeout=bool(found.env.get("pytest_timeout")),
-    )
+    job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
     with session_scope(settings.database_url) as session:

@@ -213,7 +213,9 @@ def test_page(
         for h in past
     ]
     interval = wilson(stats.runs - stats.failures, stats.runs) if stats and stats.runs else None
-    ids = queries.test_ids(session, info["suite"], stats.ran_before if stats else [])
+    search = queries.investigations(session, [test_id]).get(test_id)
+    names = [*(stats.ran_before if stats else []), *(search["culprits"] if search else [])]
+    ids = queries.test_ids(session, info["suite"], names)
     return render(
         request,
         "test.html",
@@ -225,6 +227,7 @@ def test_page(
         quarantined=quarantined,
         days=scope.days,
         ids=ids,
+        search=search,
     )
 
 
