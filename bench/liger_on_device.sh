@@ -9,6 +9,8 @@
 # from OUT); the plan reads the history of the runner of that name. XDIST_S=N: then plain `pytest -n <slots>
 # --dist worksteal`, each worker pinned to GPU (worker % GPUs), for at most N seconds;
 # XDIST_S=rest: for what is left of a 10-minute device call (575 s from the script's start).
+# POLLUTER=<nodeid> [RUN_ID=N] [TRIES=N]: instead of a run, the polluter search for that test,
+# replaying its process order in run N of the history database.
 set -u
 t_script=$(date +%s)
 here=$(pwd)
@@ -39,10 +41,19 @@ test_timeout = 300
 run_timeout = ${RUN_TIMEOUT:-500}
 reruns = 1
 workers_per_device = ${WPD:-4}
+[analysis]
+polluter_tries = ${TRIES:-3}
 EOF
 cat "$work/tracker.toml"
 [ -f .device/tracker.db ] && cp .device/tracker.db "$work/tracker.db" && echo "history: .device/tracker.db"
 cd "$work"
+if [ -n "${POLLUTER:-}" ]; then
+  start=$(date +%s)
+  $TRACKER polluter "$POLLUTER" --suite transformers ${RUN_ID:+--run "$RUN_ID"} --json > "$OUT/polluter.json"
+  echo "polluter exit=$? wall=$(( $(date +%s) - start ))s"; cat "$OUT/polluter.json"
+  cp "$work/tracker.db" "$OUT/"; tar czf "$OUT/investigation.tgz" -C "$work" data 2>/dev/null
+  exit 0
+fi
 start=$(date +%s)
 $TRACKER run transformers --json > "$OUT/run.json" 2> "$OUT/progress.txt"
 echo "tracker exit=$? wall=$(( $(date +%s) - start ))s"
