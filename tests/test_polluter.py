@@ -73,7 +73,8 @@ polluter_tries = 2
 name = "polluters"
 path = "{SUITES / "polluters"}"
 python = "{sys.executable}"
-args = ["test_sixty.py"]
+args = ["test_sixty.py", "test_half.py", "test_pair.py", "test_plain.py"]
+env = {{ FIXTURE_STATE = "{tmp_path}" }}
 group = "file"
 reruns = 1
 """
@@ -107,5 +108,17 @@ reruns = 1
     assert re.search(r'fails after <a href="/tests/\d+">test_sixty.py::test_step\[29\]</a>', page)
     listed = json.loads(tracker(tmp_path, "runs", "--json").stdout)["runs"]
     assert [r["status"] for r in listed] == ["flaky"]  # the search's lock left no run behind
+
+    # the other realities, each in real processes
+    def search(victim):
+        return json.loads(tracker(tmp_path, "polluter", victim, "--json").stdout)
+
+    half = search("test_half.py::test_half_victim")  # caught on the second try of a probe
+    assert (half["verdict"], half["culprits"]) == ("polluter", ["test_half.py::test_before[2]"])
+    pair = search("test_pair.py::test_pair_victim")
+    assert pair["verdict"] == "polluters"
+    assert pair["culprits"] == ["test_pair.py::test_before[1]", "test_pair.py::test_before[6]"]
+    plain = search("test_plain.py::test_plain_victim")  # no neighbour is blamed
+    assert (plain["verdict"], plain["culprits"]) == ("fails alone", [])
     unknown = tracker(tmp_path, "polluter", "test_sixty.py::test_step[3]")
     assert unknown.returncode == 2 and "no failed first attempt" in unknown.stderr
