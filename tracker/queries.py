@@ -457,13 +457,16 @@ def replay_order(
     return run, test_id, list(before)
 
 
-def investigations(session: Session, test_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The latest polluter search of each test: verdict, culprits, evidence, when."""
+def investigations(
+    session: Session, test_ids: list[int], kind: str = "polluter"
+) -> dict[int, dict[str, Any]]:
+    """The latest investigation of a kind ("polluter", "bisect") of each test: its verdict,
+    what it found, its evidence, when."""
     if not test_ids:
         return {}
     rows = session.execute(
         select(Investigation)
-        .where(Investigation.test_id.in_(set(test_ids)), Investigation.kind == "polluter")
+        .where(Investigation.test_id.in_(set(test_ids)), Investigation.kind == kind)
         .order_by(Investigation.id)
     ).scalars()
     return {

@@ -3,6 +3,7 @@ closing runs that a killed tracker left `running`, with what their reportlogs ha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,12 +19,13 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from tracker import queries, store
+from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Investigation, Run, Runner, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
-from tracker.runner import polluter
+from tracker.runner import bisect, polluter
 from tracker.runner.execute import Reporter, execute, job_for
 from tracker.runner.probe import probe
 from tracker.runner.process import kill_all, kill_leftovers
@@ -156,15 +159,11 @@ def close_interrupted(session: Session, run: Run | None, reason: str) -> None:
     )
 
 
-def find_polluter(
-    settings: Settings, suite: SuiteConfig, nodeid: str, run_id: int | None = None
-) -> polluter.Search:
-    """Replay the process order of the test's failing run and search for its polluter, in
-    fresh pytest processes on this runner, holding the suite's run lock (a nightly run cannot
-    start beside it, and it refuses to start beside one). Stored with its evidence."""
-    url = settings.database_url
-    with session_scope(url) as session:
-        source_run, test_id, before = queries.replay_order(session, suite.name, nodeid, run_id)
+@contextlib.contextmanager
+def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Path, dict]]:
+    """The folder and the probed environment of an investigation on this runner, holding the
+    suite's run lock all along: a nightly run cannot start beside it, and it refuses to start
+    beside one (store.Busy). Its run row only holds the lock and is gone afterwards."""
     found = probe(suite, settings.runner)
     if found.problem:
         raise store.Busy(f"the device is not usable: {found.problem}")
@@ -180,29 +179,97 @@ def find_polluter(
         started_at=started,
         artifacts=str(workdir),
     )
-    with session_scope(url) as session:
-        lock = store.start_run(session, record, HOST, os.getpid()).id  # Busy beside a run
+    with session_scope(settings.database_url) as session:
+        lock = store.start_run(session, record, HOST, os.getpid()).id
     try:
-        job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, found.env)
-        tries = settings.analysis.polluter_tries
-        result = polluter.search(nodeid, before, polluter.in_processes(job), tries)
+        yield workdir, found.env
     finally:
-        with session_scope(url) as session:
+        with session_scope(settings.database_url) as session:
             store.drop_run(session, lock)
-    with session_scope(url) as session:
+
+
+def _keep(
+    settings: Settings,
+    kind: str,
+    test_id: int,
+    run_id: int | None,
+    started: datetime,
+    verdict: str,
+    details: dict,
+) -> None:
+    with session_scope(settings.database_url) as session:
         store.save_investigation(
             session,
             Investigation(
                 test_id=test_id,
-                kind="polluter",
-                run_id=source_run,
+                kind=kind,
+                run_id=run_id,
                 started_at=started,
                 finished_at=datetime.now(UTC),
-                verdict=result.verdict,
-                details={**result.as_dict(), "candidates": len(before), "tries": tries},
+                verdict=verdict,
+                details=details,
             ),
         )
+
+
+def find_polluter(
+    settings: Settings, suite: SuiteConfig, nodeid: str, run_id: int | None = None
+) -> polluter.Search:
+    """Replay the process order of the test's failing run and search for its polluter, in
+    fresh pytest processes on this runner. Stored with its evidence."""
+    with session_scope(settings.database_url) as session:
+        source_run, test_id, before = queries.replay_order(session, suite.name, nodeid, run_id)
+    started, tries = datetime.now(UTC), settings.analysis.polluter_tries
+    with _investigation(settings, suite) as (workdir, env):
+        job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, env)
+        result = polluter.search(nodeid, before, polluter.in_processes(job), tries)
+    details = {**result.as_dict(), "candidates": len(before), "tries": tries}
+    _keep(settings, "polluter", test_id, source_run, started, result.verdict, details)
     log.info("polluter search for %s: %s %s", nodeid, result.verdict, result.culprits)
+    return result
+
+
+def find_first_bad(
+    settings: Settings,
+    suite: SuiteConfig,
+    nodeid: str,
+    good: str | None = None,
+    bad: str | None = None,
+) -> bisect.Bisect:
+    """Bisect the commits between the test's last good and a bad commit (by default what the
+    analysis says: last good, broken since), in a scratch worktree of the suite's checkout.
+    Stored with every step."""
+    with session_scope(settings.database_url) as session:
+        test_id = queries.test_ids(session, suite.name, [nodeid]).get(nodeid)
+        if test_id is None:
+            raise queries.NotFound(f"{suite.name} has never recorded {nodeid}")
+        stats = Scope(session, settings, suite.name).stats().get(test_id)
+    good = good or (stats.last_good if stats else None)
+    bad = bad or (stats.broken_since if stats else None)
+    if not good or not bad:
+        raise bisect.BisectError(
+            f"{nodeid} is not broken since a commit in the window: give --good and --bad"
+        )
+    repo = Path(suite.path)
+    commits = bisect.commit_range(repo, good, bad)
+    started, tries = datetime.now(UTC), settings.analysis.polluter_tries
+    with _investigation(settings, suite) as (workdir, env), bisect.worktree(repo) as tree:
+        job = job_for(
+            settings,
+            suite.model_copy(update={"path": tree}),
+            workdir,
+            time.monotonic() + suite.run_timeout,
+            env,
+        )
+        suspects, steps = bisect.bisect(commits, bisect.in_processes(job, tree, nodeid, tries))
+    result = bisect.Bisect(nodeid, bisect.NO_RANGE, steps=steps)
+    if len(suspects) == 1:
+        result.verdict, result.first_bad = bisect.FOUND, suspects[0]
+        result.subject = bisect.subject(repo, suspects[0])
+    elif suspects:
+        result.verdict, result.candidates = bisect.RANGE, suspects
+    details = {**result.as_dict(), "good": good, "bad": bad, "tries": tries}
+    _keep(settings, "bisect", test_id, None, started, result.verdict, details)
     return result
 
 

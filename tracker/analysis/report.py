@@ -130,12 +130,16 @@ class Scope:
         return {"suite": self.suite, "runner": self.runner, "window_days": self.days}
 
     def flaky_json(self) -> dict[str, Any]:
-        """With each test's latest polluter search, where one was made."""
+        """With each test's latest polluter search and bisection, where one was made (the
+        bisection's first bad commit sits next to `broken_since`)."""
         flaky, broken = self.flaky(), self.broken()
-        found = queries.investigations(self.session, [s.test_id for s in [*flaky, *broken]])
+        ids = [s.test_id for s in [*flaky, *broken]]
+        found = {
+            kind: queries.investigations(self.session, ids, kind) for kind in ("polluter", "bisect")
+        }
 
         def entry(s: CaseStats) -> dict[str, Any]:
-            return s.as_dict() | ({"polluter": found[s.test_id]} if s.test_id in found else {})
+            return s.as_dict() | {k: v[s.test_id] for k, v in found.items() if s.test_id in v}
 
         return {
             **self.head(),

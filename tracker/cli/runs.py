@@ -144,6 +144,48 @@ def polluter(
     out.print(Text(f"  {found.probes} pytest processes", style="dim"))
 
 
+@app.command("bisect")
+def bisect_command(
+    test: Annotated[str, typer.Argument(help="The broken test's node id.")],
+    suite: SuiteOpt = None,
+    good: Annotated[
+        str | None, typer.Option("--good", help="A good commit (default: the last good one).")
+    ] = None,
+    bad: Annotated[
+        str | None, typer.Option("--bad", help="A bad commit (default: 'broken since').")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the commit that broke a test.
+
+    Bisects from the last good commit to a bad one in a scratch git worktree of the suite's
+    checkout, running the test alone `analysis.polluter_tries` times at each step; a skip, a
+    collection error or a mixed result is reported as ambiguous, not guessed. Stored and shown
+    on the test page."""
+    from tracker.runner.bisect import BisectError
+    from tracker.service import find_first_bad
+
+    settings = state.settings()
+    name = suite_name(suite)
+    try:
+        found = find_first_bad(settings, settings.suite(name), test, good, bad)
+    except (ConfigError, BisectError, queries.NotFound, store.Busy) as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(found.as_dict(), ensure_ascii=False))
+        return
+    head = Text(f"{found.verdict}: ", style="bold")
+    if found.first_bad:
+        head.append(f"{found.first_bad} {found.subject}")
+    out.print(head)
+    for commit in found.candidates:
+        out.print(Text(f"  maybe {commit}"))
+    for step in found.steps:
+        out.print(Text(f"  {step.commit[:12]} {step.verdict} ({', '.join(step.outcomes)})"))
+
+
 def _parse_time(value: str | None) -> datetime | None:
     if value is None:
         return None

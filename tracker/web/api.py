@@ -159,6 +159,7 @@ def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> d
         "stats": stats.as_dict() if stats else None,
         "history": queries.case_history(session, test_id),
         "polluter": queries.investigations(session, [test_id]).get(test_id),
+        "bisect": queries.investigations(session, [test_id], "bisect").get(test_id),
     }
 
 

@@ -214,6 +214,7 @@ def test_page(
     ]
     interval = wilson(stats.runs - stats.failures, stats.runs) if stats and stats.runs else None
     search = queries.investigations(session, [test_id]).get(test_id)
+    bisected = queries.investigations(session, [test_id], "bisect").get(test_id)
     names = [*(stats.ran_before if stats else []), *(search["culprits"] if search else [])]
     ids = queries.test_ids(session, info["suite"], names)
     return render(
@@ -228,6 +229,7 @@ def test_page(
         days=scope.days,
         ids=ids,
         search=search,
+        bisected=bisected,
     )
 
 
