@@ -122,3 +122,33 @@ reruns = 1
     assert (plain["verdict"], plain["culprits"]) == ("fails alone", [])
     unknown = tracker(tmp_path, "polluter", "test_sixty.py::test_step[3]")
     assert unknown.returncode == 2 and "no failed first attempt" in unknown.stderr
+
+
+def test_a_nightly_budget_searches_new_suspects_after_the_run(tmp_path):
+    config = f"""
+[runner]
+name = "ci"
+device = "cpu"
+[analysis]
+polluter_tries = 2
+polluter_budget_minutes = 5
+[[suites]]
+name = "polluters"
+path = "{SUITES / "polluters"}"
+python = "{sys.executable}"
+args = ["test_sixty.py"]
+env = {{ FIXTURE_STATE = "{tmp_path}" }}
+group = "file"
+"""
+    assert tracker(tmp_path, "run", "polluters", config=config).returncode == 0
+    flaky = json.loads(tracker(tmp_path, "flaky", "--json").stdout)["flaky"]
+    victim = next(f for f in flaky if f["nodeid"] == "test_sixty.py::test_victim")
+    assert victim["polluter"]["culprits"] == ["test_sixty.py::test_step[29]"]
+
+
+def test_no_probe_starts_once_the_budget_is_spent():
+    import pytest
+
+    probe = polluter.in_processes(job=None, until=0.0)  # type: ignore[arg-type]
+    with pytest.raises(polluter.OutOfTime):
+        polluter.search(VICTIM, BEFORE, probe)

@@ -113,6 +113,9 @@ class AnalysisConfig(_Strict):
     propose_min_flaky_runs: int = Field(default=2, ge=1)
     # a polluter-search probe is repeated until the victim fails or this many runs pass
     polluter_tries: int = Field(default=3, ge=1, le=20)
+    # minutes a run may spend after it on polluter searches for its new order-dependent
+    # suspects (failed in suite order, passed alone); 0: off
+    polluter_budget_minutes: float = Field(default=0, ge=0, le=24 * 60)
 
 
 class SchedulerConfig(_Strict):

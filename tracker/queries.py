@@ -478,3 +478,20 @@ def investigations(
         }
         for inv in rows
     }
+
+
+def order_suspects(session: Session, run_id: int) -> list[str]:
+    """Tests of a run that failed in suite order and passed alone in a fresh process, without a
+    polluter search yet: what a night's search budget goes to."""
+    rerun = select(Attempt.test_id).where(
+        Attempt.run_id == run_id, Attempt.isolated.is_(True), Attempt.outcome == "passed"
+    )
+    searched = select(Investigation.test_id).where(Investigation.kind == "polluter")
+    rows = session.execute(
+        select(Case.nodeid)
+        .join(Attempt, Attempt.test_id == Case.id)
+        .where(Attempt.run_id == run_id, Attempt.number == 1, Attempt.outcome.in_(FAILING))
+        .where(Attempt.test_id.in_(rerun), Attempt.test_id.not_in(searched))
+        .order_by(Attempt.id)
+    ).scalars()
+    return list(rows)

@@ -98,6 +98,7 @@ def run_and_store(
         _counts(saved.counts),
         (saved.finished_at - saved.started_at).total_seconds() if saved.finished_at else 0,
     )
+    search_suspects(settings, suite, saved.id)
     return saved
 
 
@@ -213,7 +214,11 @@ def _keep(
 
 
 def find_polluter(
-    settings: Settings, suite: SuiteConfig, nodeid: str, run_id: int | None = None
+    settings: Settings,
+    suite: SuiteConfig,
+    nodeid: str,
+    run_id: int | None = None,
+    until: float | None = None,
 ) -> polluter.Search:
     """Replay the process order of the test's failing run and search for its polluter, in
     fresh pytest processes on this runner. Stored with its evidence."""
@@ -222,11 +227,34 @@ def find_polluter(
     started, tries = datetime.now(UTC), settings.analysis.polluter_tries
     with _investigation(settings, suite) as (workdir, env):
         job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, env)
-        result = polluter.search(nodeid, before, polluter.in_processes(job), tries)
+        result = polluter.search(nodeid, before, polluter.in_processes(job, until), tries)
     details = {**result.as_dict(), "candidates": len(before), "tries": tries}
     _keep(settings, "polluter", test_id, source_run, started, result.verdict, details)
     log.info("polluter search for %s: %s %s", nodeid, result.verdict, result.culprits)
     return result
+
+
+def search_suspects(settings: Settings, suite: SuiteConfig, run_id: int) -> int:
+    """After a run: polluter searches for its new order-dependent suspects, within the nightly
+    budget (`analysis.polluter_budget_minutes`; 0 is off). Returns how many were searched."""
+    minutes = settings.analysis.polluter_budget_minutes
+    if not minutes:
+        return 0
+    until = time.monotonic() + 60 * minutes
+    with session_scope(settings.database_url) as session:
+        suspects = queries.order_suspects(session, run_id)
+    done = 0
+    for nodeid in suspects:
+        try:
+            find_polluter(settings, suite, nodeid, run_id, until)
+        except polluter.OutOfTime:
+            log.info("polluter budget spent after %d of %d suspects", done, len(suspects))
+            break
+        except (queries.NotFound, store.Busy) as exc:
+            log.warning("polluter search for %s skipped: %s", nodeid, exc)
+            continue
+        done += 1
+    return done
 
 
 def find_first_bad(

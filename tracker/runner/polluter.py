@@ -12,6 +12,7 @@ fail, is not blamed on a neighbour.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -111,11 +112,18 @@ def search(
     return Search(victim, verdict, culprits, evidence, probe.processes)
 
 
-def in_processes(job: Job) -> Callable[[list[str]], bool]:
-    """Each probe in a fresh pytest process running exactly `order`: did the last one fail?"""
+class OutOfTime(Exception):
+    """The search's time budget ran out: no verdict (a cut probe would read as a pass)."""
+
+
+def in_processes(job: Job, until: float | None = None) -> Callable[[list[str]], bool]:
+    """Each probe in a fresh pytest process running exactly `order`: did the last one fail?
+    No probe starts after `until` (time.monotonic())."""
     numbers = itertools.count()
 
     def run(order: list[str]) -> bool:
+        if until is not None and time.monotonic() > until:
+            raise OutOfTime("the polluter search's time budget is spent")
         result = run_process(job, order, f"probe{next(numbers)}")
         victim = bound_nodeid(order[-1])
         return any(a.nodeid == victim and a.outcome in FAILING for a in result.attempts)
