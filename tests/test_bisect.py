@@ -101,5 +101,7 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
     assert api["bisect"]["first_bad"] == shas[13]
     page = TestClient(app).get(f"/tests/{test_id['test_id']}").text
     assert "<h2>First bad commit</h2>" in page and "change 13: the breaking one" in page
+    table = tracker(tmp_path, "flaky").stdout  # next to "failing on every run"
+    assert f"first bad commit: {shas[13]} change 13: the breaking one" in table
     wrong = tracker(tmp_path, "bisect", TARGET, "--good", shas[20], "--bad", shas[1])
     assert wrong.returncode == 2 and "not an ancestor" in wrong.stderr

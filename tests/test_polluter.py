@@ -100,11 +100,15 @@ reruns = 1
     flaky = json.loads(tracker(tmp_path, "flaky", "--json").stdout)
     victim = next(f for f in flaky["flaky"] if f["nodeid"] == "test_sixty.py::test_victim")
     assert victim["polluter"]["culprits"] == ["test_sixty.py::test_step[29]"]
+    table = tracker(tmp_path, "flaky").stdout
+    assert "polluter search: polluter, after test_sixty.py::test_step[29]" in table
     app = create_app(Settings(database_url=url))
     api = TestClient(app).get(f"/api/v1/tests/{victim['test_id']}").json()
     assert api["polluter"]["verdict"] == "polluter"
     page = TestClient(app).get(f"/tests/{victim['test_id']}").text
     assert "<h2>Polluter search</h2>" in page
+    listed = TestClient(app).get("/suites/polluters/flaky").text
+    assert "polluter: after test_sixty.py::test_step[29]" in listed
     assert re.search(r'fails after <a href="/tests/\d+">test_sixty.py::test_step\[29\]</a>', page)
     listed = json.loads(tracker(tmp_path, "runs", "--json").stdout)["runs"]
     assert [r["status"] for r in listed] == ["flaky"]  # the search's lock left no run behind

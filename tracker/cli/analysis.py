@@ -96,10 +96,12 @@ def flaky(
                 print(line)
         return
     with scope(suite, runner, days) as s:
+        found = s.flaky_json()
         if as_json or fmt == FlakyFormat.json:
-            _dump(s.flaky_json())
+            _dump(found)
             return
         ranked, broken = s.flaky(), s.broken()
+    searched = {x["nodeid"]: x for x in [*found["flaky"], *found["broken"]]}
     # a test id is never cut: it gets its own line, its numbers the line below
     out.print(Text(f"Flaky in {suite}, last {s.days} days: {count(len(ranked), 'test')}", "bold"))
     for i, x in enumerate(ranked, 1):
@@ -118,6 +120,14 @@ def flaky(
                 + (f"; {', '.join(notes)}" if notes else "")
             )
         )
+        if polluter := searched[x.nodeid].get("polluter"):
+            after = " + ".join(polluter["culprits"])
+            out.print(
+                Text(
+                    f"     polluter search: {polluter['verdict']}"
+                    + (f", after {after}" if after else "")
+                )
+            )
     if broken:
         out.print(Text(f"Broken in {suite}: {count(len(broken), 'test')}", "bold"))
     for x in broken:
@@ -128,6 +138,12 @@ def flaky(
         )
         out.print(Text(f"  {x.nodeid}", style="bold"))
         out.print(Text(f"     {since}"))
+        if first := searched[x.nodeid].get("bisect"):
+            out.print(
+                Text(
+                    f"     {first['verdict']}: {first['first_bad'] or ''} {first['subject'] or ''}"
+                )
+            )
 
 
 @app.command()

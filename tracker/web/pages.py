@@ -246,14 +246,18 @@ def flaky_page(
     scope = Scope(session, settings, suite, days=days)
     deselect = "\n".join(quarantine.deselect_lines(quarantine.active(session, suite)))
     flaky = tables.sort_filter(scope.flaky(), q, sort, FLAKY_COLUMNS, lambda f: f.nodeid)
+    broken = scope.broken()
+    ids = [f.test_id for f in [*flaky, *broken]]
     return render(
         request,
         "flaky.html",
         suite=suite,
         flaky=flaky,
-        broken=scope.broken(),
+        broken=broken,
         deselect=deselect,
         days=scope.days,
+        polluters=queries.investigations(session, ids),
+        bisected=queries.investigations(session, ids, "bisect"),
     )
 
 
