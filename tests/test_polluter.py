@@ -62,22 +62,29 @@ def test_only_the_whole_prefix():
     assert (found.verdict, found.culprits) == (polluter.PREFIX, TESTS[:4])
 
 
-def test_the_polluter_is_found_in_real_processes_and_shown(tmp_path):
-    config = f"""
+def _config(tmp_path, files: list[str], budget: float) -> str:
+    """The polluters fixture suite, each file in one process (so the victims fail in order)."""
+    return f"""
 [runner]
 name = "ci"
 device = "cpu"
 [analysis]
 polluter_tries = 2
+polluter_budget_minutes = {budget}
 [[suites]]
 name = "polluters"
 path = "{SUITES / "polluters"}"
 python = "{sys.executable}"
-args = ["test_sixty.py", "test_half.py", "test_pair.py", "test_plain.py"]
+args = {json.dumps(files)}
 env = {{ FIXTURE_STATE = "{tmp_path}" }}
 group = "file"
 reruns = 1
 """
+
+
+def test_the_polluter_is_found_in_real_processes_and_shown(tmp_path):
+    files = ["test_sixty.py", "test_half.py", "test_pair.py", "test_plain.py"]
+    config = _config(tmp_path, files, budget=0)
     run = tracker(tmp_path, "run", "polluters", "--json", config=config)
     results = {r["nodeid"]: r for r in json.loads(run.stdout)["results"]}
     assert results["test_sixty.py::test_victim"]["outcome"] == "flaky"  # failed, passed alone
@@ -129,21 +136,7 @@ reruns = 1
 
 
 def test_a_nightly_budget_searches_new_suspects_after_the_run(tmp_path):
-    config = f"""
-[runner]
-name = "ci"
-device = "cpu"
-[analysis]
-polluter_tries = 2
-polluter_budget_minutes = 5
-[[suites]]
-name = "polluters"
-path = "{SUITES / "polluters"}"
-python = "{sys.executable}"
-args = ["test_sixty.py"]
-env = {{ FIXTURE_STATE = "{tmp_path}" }}
-group = "file"
-"""
+    config = _config(tmp_path, ["test_sixty.py"], budget=5)
     assert tracker(tmp_path, "run", "polluters", config=config).returncode == 0
     flaky = json.loads(tracker(tmp_path, "flaky", "--json").stdout)["flaky"]
     victim = next(f for f in flaky if f["nodeid"] == "test_sixty.py::test_victim")

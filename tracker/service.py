@@ -26,7 +26,7 @@ from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Investigation, Run, Runner, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
 from tracker.runner import bisect, polluter
-from tracker.runner.execute import Reporter, execute, job_for
+from tracker.runner.execute import Reporter, execute, job_for, run_folder
 from tracker.runner.probe import probe
 from tracker.runner.process import kill_all, kill_leftovers
 
@@ -169,10 +169,7 @@ def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Pat
     if found.problem:
         raise store.Busy(f"the device is not usable: {found.problem}")
     started = datetime.now(UTC)
-    workdir = (
-        settings.data_dir / "investigations" / suite.name / started.strftime("%Y%m%dT%H%M%S.%fZ")
-    ).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = run_folder(settings, "investigations", suite.name, started)
     record = RunRecord(
         suite=suite.name,
         runner=settings.runner.name,

@@ -66,6 +66,13 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     ]
 
 
+def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> Path:
+    """Where a run's (or an investigation's) processes keep their files."""
+    folder = settings.data_dir / kind / suite / started.strftime("%Y%m%dT%H%M%S.%fZ")
+    folder.resolve().mkdir(parents=True, exist_ok=True)
+    return folder.resolve()
+
+
 def job_for(
     settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
 ) -> Job:
@@ -202,10 +209,7 @@ def execute(
     reporter = reporter or Reporter()
     t0 = time.monotonic()
     started = datetime.now(UTC)
-    workdir = (
-        settings.data_dir / "runs" / suite.name / started.strftime("%Y%m%dT%H%M%S.%fZ")
-    ).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = run_folder(settings, "runs", suite.name, started)
     record = RunRecord(
         suite=suite.name,
         runner=settings.runner.name,
