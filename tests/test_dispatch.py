@@ -10,8 +10,8 @@ from pathlib import Path
 from helpers import SUITES, outcomes
 
 from tracker.runner import plan
+from tracker.runner.feed import Feed
 from tracker.runner.plan import Estimate
-from tracker.runner.process import Feed
 
 DISPATCH = SUITES / "dispatch"
 

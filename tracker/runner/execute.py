@@ -28,13 +28,9 @@ from tracker.records import (
 )
 from tracker.runner import plan
 from tracker.runner.checkout import CheckoutError, checkout
+from tracker.runner.feed import Feed
 from tracker.runner.probe import probe
-from tracker.runner.process import (
-    Feed,
-    Job,
-    Pull,
-    run_process,
-)
+from tracker.runner.process import Job, Pull, run_process
 from tracker.signatures import fatal_regex
 
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}

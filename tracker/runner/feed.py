@@ -1,0 +1,117 @@
+"""The run's queue of tests, shared by the slots' pulling processes."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class Feed:
+    """The run's tests, handed out one group at a time (a test, or a whole file with the suite's
+    `group = "file"`) to whichever process asks first.
+
+    The first `ranked` groups are ranked by expected duration and go out from the head, longest
+    first (LPT), spread over the devices: a slot takes the next long test only while its
+    device's running long tests are expected to end no later than another device's, else a
+    short one meanwhile, so the heaviest tests do not all share one device. The rest, the short
+    tests in suite order, go out in stretches: a slot carries on with the group after its last
+    one while no one else has taken it, so a file's tests share one process's module fixtures
+    and compiled kernels instead of each process compiling every kernel. A slot that needs a
+    new place starts at the longest free stretch, in its middle when another slot is already
+    heading into it (xdist's worksteal, one test at a time).
+    """
+
+    def __init__(self, devices: dict[str, str] | None = None) -> None:
+        self.device = devices or {}  # each taker's device ("" for all when not given)
+        self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
+        self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
+        self.groups: list[list[str]] = []
+        self.weights: list[float] = []
+        self.ranked = 0
+        self.free: list[bool] = []
+        self.short_free = 0
+        self.filled = False  # the first process to collect the suite fills it
+        self.head = 0  # no free group before it
+        self.after: dict[str, int] = {}  # where each taker's stretch carries on
+        self.current: dict[str, deque[str]] = {}
+        self.returned: deque[deque[str]] = deque()
+        self.lock = threading.Lock()
+
+    def fill(
+        self, groups: list[list[str]], ranked: int | None = None, weights: list[float] | None = None
+    ) -> None:
+        """`weights`: the ranked groups' expected seconds."""
+        with self.lock:
+            self.groups = [list(g) for g in groups if g]
+            self.ranked = len(self.groups) if ranked is None else ranked
+            self.weights = weights or [1.0] * self.ranked
+            self.free = [True] * len(self.groups)
+            self.short_free = len(self.groups) - self.ranked
+            self.filled = True
+
+    def take(self, taker: str) -> str | None:
+        with self.lock:
+            group = self.current.get(taker)
+            if not group:
+                self._release(taker)
+                group = self._next_group(taker)
+                if group is None:
+                    return None
+                self.current[taker] = group
+            return group.popleft()
+
+    def _release(self, taker: str) -> None:
+        self.running[self.device.get(taker, "")] -= self.holding.pop(taker, 0.0)
+
+    def _next_group(self, taker: str) -> deque[str] | None:
+        if self.returned:
+            return self.returned.popleft()
+        while self.head < len(self.groups) and not self.free[self.head]:
+            self.head += 1
+        if self.head == len(self.groups):
+            return None
+        spread = self.running[self.device.get(taker, "")] <= min(self.running.values())
+        if self.head < self.ranked and (spread or not self.short_free):
+            i = self.head
+        else:
+            i = self.after.get(taker, -1)
+            if i < self.ranked or i >= len(self.groups) or not self.free[i]:
+                i = self._stretch()
+        self.free[i] = False
+        if i < self.ranked:
+            self.holding[taker] = self.weights[i]
+            self.running[self.device.get(taker, "")] += self.weights[i]
+        else:
+            self.short_free -= 1
+        self.after[taker] = i + 1
+        return deque(self.groups[i])
+
+    def _stretch(self) -> int:
+        """Where a slot starts anew among the short tests: the longest run of free groups."""
+        first = max(self.head, self.ranked)
+        best_start, best_len, start = first, 0, None
+        for i in range(first, len(self.groups) + 1):
+            if i < len(self.groups) and self.free[i]:
+                start = i if start is None else start
+                continue
+            if start is not None and i - start > best_len:
+                best_start, best_len = start, i - start
+            start = None
+        heading_in = best_start in self.after.values()
+        return best_start + best_len // 2 if heading_in else best_start
+
+    def give_back(self, taker: str, nodeids: list[str]) -> None:
+        """Tests handed to a process that ended before running them go first, with the rest
+        of that slot's group."""
+        with self.lock:
+            self._release(taker)
+            rest = [*nodeids, *self.current.pop(taker, ())]
+            if rest:
+                self.returned.appendleft(deque(rest))
+
+    def pending(self, taker: str) -> bool:
+        """Work this taker could still be handed (all of it, until the suite is collected)."""
+        with self.lock:
+            if not self.filled:
+                return True
+            return bool(self.returned or self.current.get(taker) or any(self.free[self.head :]))
