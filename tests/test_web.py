@@ -137,7 +137,7 @@ def test_api_shapes(client):
     promo = client.get("/api/v1/suites/transformers/promotion").json()
     assert promo["met"] is False and len(promo["parts"]) == 3
     test = client.get("/api/v1/tests/1").json()
-    assert set(test) == {"test", "stats", "history"}
+    assert set(test) == {"test", "stats", "history", "polluter", "bisect"}
     assert client.get("/api/v1/suites/transformers/clusters").json()["clusters"][0]["size"] >= 1
     assert client.get("/api/v1/schedule").json() == []
     assert client.get("/api/v1/runs/999").status_code == 404
