@@ -250,6 +250,9 @@ def search_suspects(settings: Settings, suite: SuiteConfig, run_id: int) -> int:
         except (queries.NotFound, store.Busy) as exc:
             log.warning("polluter search for %s skipped: %s", nodeid, exc)
             continue
+        except Exception:  # the run is stored: a failed search must not fail the night
+            log.exception("polluter search for %s failed", nodeid)
+            break
         done += 1
     return done
 
