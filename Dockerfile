@@ -2,7 +2,9 @@
 #   npu  (default): CANN base image + the suite's environment (torch, torch_npu, triton-ascend as
 #                   Liger-Kernel's setup.py pins them for NPU) + the tracker; runs on an Ascend host
 #   cpu:            a small image with the bundled example suite, for a demo anywhere
-ARG CANN_IMAGE=ascendai/cann:8.2.rc1-910b-ubuntu22.04-py3.11
+# CANN 9.1.0 as Liger-Kernel pins it for NPU (with torch 2.9.0, torch_npu 2.9.0, triton-ascend
+# 3.2.2); a build argument, so a runner with another CANN release builds its own
+ARG CANN_IMAGE=ascendai/cann:9.1.0-910b-ubuntu22.04-py3.11
 
 FROM python:3.11-slim AS cpu
 WORKDIR /opt/tracker
@@ -10,7 +12,7 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY tracker ./tracker
 COPY migrations ./migrations
 COPY templates ./templates
-RUN pip install --no-cache-dir . && useradd --create-home tracker \
+RUN pip install --no-cache-dir '.[postgres]' && useradd --create-home tracker \
     && mkdir -p /var/lib/tracker && chown tracker /var/lib/tracker
 ENV TRACKER_DATABASE_URL=sqlite:////var/lib/tracker/tracker.db \
     TRACKER_DATA_DIR=/var/lib/tracker/data
@@ -31,7 +33,7 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY tracker ./tracker
 COPY migrations ./migrations
 COPY templates ./templates
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir '.[postgres]'
 ENV TRACKER_DATABASE_URL=sqlite:////var/lib/tracker/tracker.db \
     TRACKER_DATA_DIR=/var/lib/tracker/data
 WORKDIR /var/lib/tracker

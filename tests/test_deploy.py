@@ -102,3 +102,15 @@ def test_healthcheck_command_passes_against_a_real_server(compose, tmp_path):
         cmd = compose["services"]["tracker"]["healthcheck"]["test"][1:]  # drop "CMD"
         cmd = [sys.executable if c == "python3" else c.replace("8000", port) for c in cmd]
         assert subprocess.run(cmd, timeout=30).returncode == 0
+
+
+def test_postgres_profile_and_the_cann_pin(compose):
+    pg = compose["services"]["postgres"]
+    assert pg["profiles"] == ["postgres"] and pg["image"].startswith("postgres:")
+    assert "ports" not in pg  # reached on the compose network only
+    assert "pg_isready" in pg["healthcheck"]["test"]
+    assert "postgres-data" in compose["volumes"]
+    # Liger pins NPU at CANN 9.1.0 (with torch 2.9.0, torch_npu 2.9.0, triton-ascend 3.2.2)
+    cann = compose["services"]["tracker"]["build"]["args"]["CANN_IMAGE"]
+    assert cann.startswith("ascendai/cann:9.1.0-")
+    assert "ARG CANN_IMAGE=ascendai/cann:9.1.0-" in (ROOT / "Dockerfile").read_text()

@@ -67,6 +67,7 @@ class Run(SQLModel, table=True):
             "runner_id",
             unique=True,
             sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
         ),
     )
 

@@ -390,7 +390,7 @@ def state_stamp(session: Session, suite_id: int) -> tuple:
         select(
             func.max(Run.id),
             func.count(),
-            func.sum(Run.status == "running"),
+            func.count().filter(Run.status == "running"),
             func.max(Run.finished_at),
         ).where(Run.suite_id == suite_id)
     ).one()

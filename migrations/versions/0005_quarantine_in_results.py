@@ -30,7 +30,7 @@ def upgrade() -> None:
             sa.Column("quarantined_failures", sa.Integer(), nullable=False, server_default="0")
         )
     op.execute(
-        """UPDATE result SET quarantined = 1 WHERE EXISTS (
+        """UPDATE result SET quarantined = TRUE WHERE EXISTS (
              SELECT 1 FROM quarantine q JOIN run r ON r.id = result.run_id
              WHERE q.test_id = result.test_id AND r.started_at >= q.since)"""
     )
