@@ -420,3 +420,24 @@ def test_a_content_hash_commit_keeps_its_digits():
     assert short_commit("content:e6630b029c2d46c5") == "content:e6630b029c2d"
     assert short_commit("0123456789abcdef0123") == "0123456789ab"
     assert short_commit(None) == "–"
+
+
+def test_the_run_page_names_what_changed_in_the_environment(client):
+    # runs 1-4 are JUnit nights without a probe; run 6 is the runner's, with its environment
+    page = client.get("/runs/6?against=4").text
+    assert "Against run" in page and 'href="/runs/4"' in page
+    assert re.search(r"<li>python: <code>–</code> → <code>3\.\d+", page)
+    same = client.get("/runs/4?against=3").text
+    assert "Same environment" in same
+    assert client.get("/runs/6?against=0").status_code == 422
+
+
+def test_environment_diff_names_each_changed_part():
+    from tracker.web.pages import environment_diff
+
+    before = {"driver": "25.0.rc1", "cann": "8.2.rc1", "torch_npu": "2.8.0", "python": "3.11"}
+    now = {"driver": "25.0.rc1", "cann": "9.1.0", "torch_npu": "2.9.0", "python": "3.11"}
+    assert environment_diff(before, now) == [
+        ("cann", "8.2.rc1", "9.1.0"),
+        ("torch_npu", "2.8.0", "2.9.0"),
+    ]

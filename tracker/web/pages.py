@@ -116,6 +116,29 @@ def suite_page(
     )
 
 
+# what a maintainer asks when failures begin: did the stack under the kernels change?
+ENVIRONMENT_KEYS = (
+    "device_model",
+    "device_count",
+    "driver",
+    "cann",
+    "torch",
+    "torch_npu",
+    "triton",
+    "python",
+    "suite_package",
+)
+
+
+LISTED = ("new_failures", "fixed", "new_flaky")  # the changes the run page names, 20 each
+
+
+def environment_diff(before: dict | None, now: dict | None) -> list[tuple[str, Any, Any]]:
+    """(key, before, now) for each part of the probed environment that differs."""
+    before, now = before or {}, now or {}
+    return [(k, before.get(k), now.get(k)) for k in ENVIRONMENT_KEYS if before.get(k) != now.get(k)]
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
@@ -126,6 +149,7 @@ def run_page(
     q: str | None = tables.TextQ,
     sort: str | None = tables.SortQ,
     offset: int = Query(0, ge=0, le=10_000_000),
+    against: int | None = Query(None, ge=1, le=2**63 - 1, description="compare with this run"),
 ) -> HTMLResponse:
     run = queries.run_info(session, run_id)
     failures = queries.failing_attempts(session, run_id)
@@ -138,7 +162,7 @@ def run_page(
     for a in times:  # seconds from the run's start
         a["offset"] = max(0.0, (a["started_at"].replace(tzinfo=None) - base).total_seconds())
     longest = sorted(times, key=lambda a: -a["duration"])[:12]
-    previous = queries.previous_run_id(session, run_id)
+    previous = against or queries.previous_run_id(session, run_id)
     changes = None
     if previous is not None:
         before, now = (
@@ -148,6 +172,9 @@ def run_page(
         bad = set(FAILING)
         changes = {
             "previous": previous,
+            "environment": environment_diff(
+                queries.run_info(session, previous)["environment"], run["environment"]
+            ),
             "new_failures": sorted(
                 n for n, o in now.items() if o in bad and before.get(n) not in bad
             ),
@@ -183,7 +210,11 @@ def run_page(
         ids=queries.test_ids(
             session,
             run["suite"],
-            [n for k, v in (changes or {}).items() if k != "previous" for n in v[:20]],
+            [
+                n
+                for k in ("new_failures", "fixed", "new_flaky")
+                for n in (changes or {}).get(k, [])[:20]
+            ],
         ),
         slots=svg.timeline(times, {id(a) for a in longest}),
         longest=longest,
