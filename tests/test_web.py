@@ -441,3 +441,31 @@ def test_environment_diff_names_each_changed_part():
         ("cann", "8.2.rc1", "9.1.0"),
         ("torch_npu", "2.8.0", "2.9.0"),
     ]
+
+
+def test_the_suite_page_compares_runners(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from helpers import junit
+
+    from tracker import store
+    from tracker.db import session_scope
+    from tracker.ingest import load_run
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}", data_dir=tmp_path)
+    x, y = "t/test_mlp.py::test_x", "t/test_mlp.py::test_y"
+    now = datetime.now(UTC)
+    with session_scope(settings.database_url) as session:
+        for runner, outcomes in (("a2-8", "pppp"), ("a2-1", "pfpf")):
+            for night, o in enumerate(outcomes):
+                path = tmp_path / f"{runner}-{night}.xml"
+                cases = {x: ("passed" if o == "p" else "failed", "boom"), y: ("passed", None)}
+                path.write_text(junit(cases))
+                started = now - timedelta(days=4 - night)
+                run = load_run(path, suite="s", runner=runner, commit="c", started_at=started)
+                store.save_run(session, run)
+    page = TestClient(create_app(settings)).get("/suites/s").text
+    assert "<h2>Runners compared" in page
+    row = re.search(r"test_x</a></td><td>(\w+)</td><td>(\w+)</td>", page)
+    assert row and row.groups() == ("flaky", "stable")  # a2-1, a2-8: sorted by name
+    assert "test_y</a>" not in page.split("Runners compared")[1].split("</table>")[0]

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from tracker import quarantine, queries
 from tracker.analysis import history
 from tracker.analysis.clusters import signature
+from tracker.analysis.flaky import NO_DATA
 from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
@@ -72,6 +73,28 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
     return render(request, "overview.html", cards=cards)
 
 
+def compare_runners(
+    session: Any, settings: Any, suite: str, runners: list[str], days: int | None
+) -> list[dict[str, Any]]:
+    """Tests whose verdict differs between runners (stable on a2-8, flaky on a2-1): the
+    device, not the test, may be the cause. Tests a runner did not run are left out."""
+    if len(runners) < 2:
+        return []
+    verdicts: dict[int, dict[str, str]] = defaultdict(dict)
+    names: dict[int, str] = {}
+    for runner in runners:
+        for test_id, stats in Scope(session, settings, suite, runner, days).stats().items():
+            if stats.verdict != NO_DATA:
+                verdicts[test_id][runner] = stats.verdict
+                names[test_id] = stats.nodeid
+    differing = [
+        {"test_id": t, "nodeid": names[t], "verdicts": v}
+        for t, v in verdicts.items()
+        if len(v) > 1 and len(set(v.values())) > 1
+    ]
+    return sorted(differing, key=lambda row: row["nodeid"])[:100]
+
+
 @router.get("/suites/{suite}", response_class=HTMLResponse)
 def suite_page(
     request: Request,
@@ -100,9 +123,12 @@ def suite_page(
         (r["started_at"][5:16].replace("T", " "), r["duration"]) for r in reversed(recent[:30])
     ]
     last = next((r for r in recent if r["status"] not in ("running", "infra_error")), None)
+    runners = sorted(r for s, r in queries.suite_runner_pairs(session) if s == suite)
     return render(
         request,
         "suite.html",
+        runners=runners,
+        comparison=compare_runners(session, settings, suite, runners, window),
         suite=suite,
         trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%".format),
         duration_chart=svg.line_chart(durations, y_format=seconds),
