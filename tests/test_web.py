@@ -415,7 +415,7 @@ def test_counts_and_lists_read_as_words(client):
 
 
 def test_a_content_hash_commit_keeps_its_digits():
-    from tracker.web.words import short_commit
+    from tracker.words import short_commit
 
     assert short_commit("content:e6630b029c2d46c5") == "content:e6630b029c2d"
     assert short_commit("0123456789abcdef0123") == "0123456789ab"

@@ -26,7 +26,6 @@ from tracker.cli.app import (
     JsonOpt,
     SuiteOpt,
     app,
-    count,
     fail,
     out,
     state,
@@ -34,6 +33,7 @@ from tracker.cli.app import (
 )
 from tracker.db import session_scope
 from tracker.validate import escape_controls
+from tracker.words import counts_text, plural
 
 quarantine_app = typer.Typer(
     help="Quarantined tests: they run, but do not fail runs.", no_args_is_help=True
@@ -103,7 +103,7 @@ def flaky(
         ranked, broken = s.flaky(), s.broken()
     searched = {x["nodeid"]: x for x in [*found["flaky"], *found["broken"]]}
     # a test id is never cut: it gets its own line, its numbers the line below
-    out.print(Text(f"Flaky in {suite}, last {s.days} days: {count(len(ranked), 'test')}", "bold"))
+    out.print(Text(f"Flaky in {suite}, last {s.days} days: {plural(len(ranked), 'test')}", "bold"))
     for i, x in enumerate(ranked, 1):
         lo, hi = x.failure_interval
         notes = [
@@ -114,7 +114,7 @@ def flaky(
         out.print(Text(f"{i:>3}. ").append(x.nodeid, style="bold"))
         out.print(
             Text(
-                f"     failed {x.failures} of {count(x.runs, 'run')}, rate {_pct(x.failure_rate)} "
+                f"     failed {x.failures} of {plural(x.runs, 'run')}, rate {_pct(x.failure_rate)} "
                 f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
                 f"evidence: {', '.join(sorted(x.evidence))}"
                 + (f"; {', '.join(notes)}" if notes else "")
@@ -129,7 +129,7 @@ def flaky(
                 )
             )
     if broken:
-        out.print(Text(f"Broken in {suite}: {count(len(broken), 'test')}", "bold"))
+        out.print(Text(f"Broken in {suite}: {plural(len(broken), 'test')}", "bold"))
     for x in broken:
         since = (
             f"broken since {x.broken_since} (last good {x.last_good})"
@@ -207,8 +207,10 @@ def clusters(
             )
             if on
         )
-        sizes = f"{count(c.size, 'failure')} in {count(len(c.tests), 'test')}, "
-        out.print(Text(sizes + count(len(c.runs), "run"), style="bold").append(f"  {flags}", "red"))
+        sizes = f"{plural(c.size, 'failure')} in {plural(len(c.tests), 'test')}, "
+        out.print(
+            Text(sizes + plural(len(c.runs), "run"), style="bold").append(f"  {flags}", "red")
+        )
         out.print(Text(f"     {c.signature}"))
 
 
@@ -229,11 +231,11 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
             mark = "✓" if p["ok"] else "✗"
             out.print(Text(f"  {mark} {p['name']}: {p['measured']} (need {p['required']})"))
         lo, hi = v.interval
-        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in v.counts.items() if n)
+        counts = counts_text(v.counts)
         out.print(Text(f"  runs: {counts or 'none'}"))
         out.print(
             Text(
-                f"  success {v.successes} of {count(v.total, 'run')}, 95% interval "
+                f"  success {v.successes} of {plural(v.total, 'run')}, 95% interval "
                 f"[{_pct(lo)}, {_pct(hi)}], P(rate >= {v.config.min_success_rate:.0%}) = "
                 f"{v.confidence:.2f}"
             )

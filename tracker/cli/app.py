@@ -71,11 +71,6 @@ class _State:
 state = _State()
 
 
-def count(n: int, word: str) -> str:
-    """`1 test`, `2,608 tests`."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def suite_name(given: str | None) -> str:
     """`--suite`, or the only suite there is (configured or stored)."""
     if given:

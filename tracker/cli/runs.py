@@ -18,7 +18,6 @@ from tracker.cli.app import (
     JsonOpt,
     SuiteOpt,
     app,
-    count,
     db_app,
     err,
     fail,
@@ -30,6 +29,7 @@ from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
+from tracker.words import counts_text, plural
 
 
 def _status_exit(status: str) -> int:
@@ -49,8 +49,7 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     head.append(f"  {run['suite']} on {run['runner']}  commit {run['commit'] or '-'}")
     head.append(f"  {run['duration'] or 0:.1f} s")
     out.print(head)
-    counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in run["counts"].items())
-    out.print(Text(f"  {counts}"))
+    out.print(Text(f"  {counts_text(run['counts'])}"))
     if run["message"]:
         out.print(Text(f"  {run['message'][:2000]}", style="yellow"))
     notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
@@ -254,9 +253,9 @@ def runs(
         head.append(status_text(r["status"], r["quarantined_failures"]), style=color)
         head.append(f"  {r['commit'] or '-'}", style="dim")
         out.print(head)
-        counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in r["counts"].items())
+        counts = counts_text(r["counts"])
         out.print(
-            Text(f"       {r['suite']} on {r['runner']}: {count(r['expected'], 'test')}; {counts}")
+            Text(f"       {r['suite']} on {r['runner']}: {plural(r['expected'], 'test')}; {counts}")
         )
 
 

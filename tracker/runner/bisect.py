@@ -14,7 +14,7 @@ import itertools
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracker.records import FAILING, PASSED, bound_nodeid
@@ -34,9 +34,6 @@ class Step:
     verdict: str
     outcomes: list[str]
 
-    def as_dict(self) -> dict:
-        return {"commit": self.commit, "verdict": self.verdict, "outcomes": self.outcomes}
-
 
 @dataclass
 class Bisect:
@@ -48,14 +45,7 @@ class Bisect:
     steps: list[Step] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {
-            "test": self.test,
-            "verdict": self.verdict,
-            "first_bad": self.first_bad,
-            "subject": self.subject,
-            "candidates": self.candidates,
-            "steps": [s.as_dict() for s in self.steps],
-        }
+        return asdict(self)
 
 
 def judge(outcomes: list[str]) -> str:

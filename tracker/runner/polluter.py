@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from tracker.records import FAILING, bound_nodeid
 from tracker.runner.process import Job, run_process
@@ -35,13 +35,7 @@ class Search:
     probes: int = 0  # pytest processes run
 
     def as_dict(self) -> dict:
-        return {
-            "victim": self.victim,
-            "verdict": self.verdict,
-            "culprits": self.culprits,
-            "evidence": self.evidence,
-            "probes": self.probes,
-        }
+        return asdict(self)
 
 
 class Prober:

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
-from tracker.web.words import moment, plural, seconds, short_commit
+from tracker.words import moment, plural, seconds, short_commit
 
 
 def templates_dir() -> Path:

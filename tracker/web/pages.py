@@ -21,7 +21,7 @@ from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
 from tracker.web import svg, tables
 from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
-from tracker.web.words import seconds
+from tracker.words import seconds
 
 router = APIRouter(include_in_schema=False)
 PAGE = 1000  # results per page of a run, as in the API

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.web.words import seconds
+from tracker.words import seconds
 
 COLORS = {
     "passed": "#2da44e",

@@ -1,4 +1,4 @@
-"""Numbers as people read them on the pages: durations, moments, counts."""
+"""Numbers as people read them, on the pages and in the terminal: durations, moments, counts."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ def moment(value: str | None) -> str:
 def plural(n: int, word: str) -> str:
     """`1 run`, `2,608 runs`."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """`1,667 passed, 483 not run`: a run's outcome counts (zeros left out)."""
+    return ", ".join(f"{n:,} {k.replace('_', ' ')}" for k, n in counts.items() if n)
 
 
 def short_commit(value: str | None) -> str:
