@@ -116,7 +116,7 @@ def flaky(
             Text(
                 f"     failed {x.failures} of {plural(x.runs, 'run')}, rate {_pct(x.failure_rate)} "
                 f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
-                f"evidence: {', '.join(sorted(x.evidence))}"
+                f"evidence: {', '.join(sorted(x.evidence)).replace('_', ' ')}"
                 + (f"; {', '.join(notes)}" if notes else "")
             )
         )
@@ -203,7 +203,7 @@ def clusters(
             f
             for f, on in (
                 ("DEVICE-FATAL", c.device_fatal),
-                (f"CASCADE in runs {c.cascade_runs}", c.cascade_runs),
+                (f"CASCADE in run {', '.join(map(str, c.cascade_runs))}", c.cascade_runs),
             )
             if on
         )
