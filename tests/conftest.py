@@ -3,7 +3,14 @@ fixture suite through the real runner (real pytest subprocesses) and stores it."
 
 from __future__ import annotations
 
+import glob
+import itertools
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,14 +18,92 @@ from helpers import SUITES
 
 from tracker import queries, store
 from tracker.config import RunnerConfig, Settings, SuiteConfig
-from tracker.db import session_scope
+from tracker.db import get_engine, session_scope
 from tracker.runner.execute import execute
 
 
+def _pg_bin(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A real PostgreSQL server for the session (Debian's `postgresql`; `.ci/run` installs it),
+    started as the `postgres` user on a Unix socket in a temporary folder, with a migrated
+    template database that each test's database is copied from. Yields the socket folder."""
+    pytest.importorskip("psycopg")
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("no PostgreSQL server installed here (.ci/run installs Debian's postgresql)")
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    folder = Path(tempfile.mkdtemp(prefix="tracker-pg-"))
+    if as_postgres:
+        shutil.chown(folder, "postgres")
+    data = folder / "data"
+    subprocess.run(
+        [*as_postgres, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    start = [*as_postgres, pg_ctl, "-D", str(data), "-l", str(folder / "log"), "-w"]
+    options = f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=300"
+    subprocess.run([*start, "-o", options, "start"], check=True, capture_output=True)
+    try:
+        _create_database(str(folder), "tracker_template")
+        template = pg_url_for(str(folder), "tracker_template")
+        get_engine(template).dispose()  # migrated; a template must have no connections
+        yield str(folder)
+    finally:
+        subprocess.run([*start, "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pg_url_for(server: str, name: str) -> str:
+    return f"postgresql+psycopg://postgres@/{name}?host={server}"
+
+
+def _create_database(server: str, name: str, template: str | None = None) -> None:
+    import psycopg
+
+    with psycopg.connect(host=server, user="postgres", dbname="postgres", autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+
+
+_numbers = itertools.count()
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def new_pg_database(pg_server: str) -> Iterator:
+    """Makes fresh, migrated databases on the session's server (a template copy: ~0.1 s)."""
+    urls = []
+
+    def make() -> str:
+        name = f"t{os.getpid()}_{next(_numbers)}"
+        _create_database(pg_server, name, "tracker_template")
+        urls.append(pg_url_for(pg_server, name))
+        return urls[-1]
+
+    yield make
+    for url in urls:
+        get_engine(url).dispose()  # each engine keeps a pool of connections open
+
+
+DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+
+
+@pytest.fixture(params=DATABASES)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test's database, once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracker.db'}"
+    return request.getfixturevalue("new_pg_database")()
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Settings:
     return Settings(
-        database_url=f"sqlite:///{tmp_path / 'tracker.db'}",
+        database_url=db_url,
         data_dir=tmp_path / "data",
         runner=RunnerConfig(name="ci", device="cpu"),
     )

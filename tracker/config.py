@@ -126,6 +126,15 @@ class SchedulerConfig(_Strict):
     retention_days: int | None = Field(default=None, ge=1)
 
 
+class PushConfig(_Strict):
+    """Where this runner's tracker sends each run it stores (a central `tracker serve`)."""
+
+    url: str | None = Field(default=None, pattern=r"^https?://")  # the central dashboard's base
+    timeout_seconds: float = Field(default=60, gt=0, le=3600)
+    # a failed push is tried again after 30 s, then twice as long each time, up to this
+    max_backoff_minutes: float = Field(default=60, gt=0, le=24 * 60)
+
+
 class Settings(BaseSettings):
     """Values from the TOML file arrive as init kwargs; TRACKER_* environment variables win."""
 
@@ -143,6 +152,9 @@ class Settings(BaseSettings):
     fatal_patterns: list[str] = Field(default_factory=list)
     # bearer token for writes over HTTP; from the environment (TRACKER_TOKEN), never the repo
     token: str | None = Field(default=None, min_length=16, repr=False)
+    # the central server's token, for pushing runs to it (TRACKER_PUSH_TOKEN)
+    push_token: str | None = Field(default=None, repr=False)
+    push: PushConfig = Field(default_factory=PushConfig)
     upload_max_mb: int = Field(default=64, ge=1, le=1024)  # a request body, compressed or not
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)

@@ -69,6 +69,8 @@ class Run(SQLModel, table=True):
             sqlite_where=text("status = 'running'"),
             postgresql_where=text("status = 'running'"),
         ),
+        # a pushed run is stored once: its store's id and its id there
+        Index("ux_run_origin", "origin", "origin_run", unique=True),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -93,6 +95,9 @@ class Run(SQLModel, table=True):
     host: str | None = Field(default=None, max_length=200)  # who runs it: a dead pid there
     pid: int | None = None  # means the run was interrupted
     heartbeat_at: datetime | None = None  # written while it runs: a lapse means its owner died
+    # a run pushed by a runner's tracker: that store's id (StoreMeta) and the run's id there
+    origin: str | None = Field(default=None, max_length=64)
+    origin_run: int | None = None
 
 
 class Case(SQLModel, table=True):
@@ -188,3 +193,29 @@ class RunRequest(SQLModel, table=True):
     state: str = Field(max_length=16)  # queued, started, done
     requested_at: datetime
     run_id: int | None = None
+
+
+class StoreMeta(SQLModel, table=True):
+    """Facts about this database: `store_id`, a UUID made with it, names the runs it pushes, so
+    that a central server never stores one twice, even from two stores on one host or a store
+    made anew (whose run ids start again at 1)."""
+
+    __tablename__ = "store_meta"
+
+    key: str = Field(primary_key=True, max_length=50)
+    value: str = Field(max_length=200)
+
+
+class Outbox(SQLModel, table=True):
+    """A run waiting to be pushed to the central server, and how its pushes went."""
+
+    run_id: int | None = Field(
+        default=None,
+        sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True),
+    )
+    queued_at: datetime
+    tries: int = 0
+    next_try_at: datetime  # backoff: not sent again before this
+    last_error: str | None = Field(default=None, max_length=500)
+    pushed_at: datetime | None = None
+    remote_id: int | None = None  # the run's id on the central server

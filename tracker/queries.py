@@ -18,9 +18,10 @@ from tracker.models import (
     Run,
     Runner,
     RunRequest,
+    StoreMeta,
     Suite,
 )
-from tracker.records import FAILING
+from tracker.records import FAILING, RUN_FORMAT
 
 
 class NotFound(LookupError):
@@ -57,6 +58,7 @@ def run_dict(run: Run, suite: str, runner: str) -> dict[str, Any]:
         "quarantined_failures": run.quarantined_failures,
         "message": run.message,
         "artifacts": run.artifacts,
+        "host": run.host,
     }
 
 
@@ -88,7 +90,21 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
     run["environment"] = (
         env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details if env else None
     )
+    # what names the run wherever it is pushed: the store it was made in, and its id there
+    origin = row[0].origin
+    run["origin"] = {
+        "store": origin or store_id(session),
+        "run": row[0].origin_run if origin else row[0].id,
+    }
     return run
+
+
+def existing_runs(session: Session, run_ids: list[int]) -> set[int]:
+    return set(session.execute(select(Run.id).where(Run.id.in_(run_ids))).scalars())
+
+
+def store_id(session: Session) -> str:
+    return session.execute(select(StoreMeta.value).where(StoreMeta.key == "store_id")).scalar_one()
 
 
 # the run page's sortable columns; suite order by default ("-": descending)
@@ -151,8 +167,12 @@ def run_results(
                     "outcome": a.outcome,
                     "duration": round(a.duration, 4),
                     "isolated": a.isolated,
+                    "process": a.process,
+                    "position": a.position,
                     "worker": a.worker,
+                    "started_at": _iso(a.started_at),
                     "message": a.message,
+                    "longrepr": a.longrepr,
                 }
             )
     results = [
@@ -173,11 +193,12 @@ def run_results(
 def run_detail(
     session: Session, run_id: int, limit: int | None = None, offset: int = 0
 ) -> dict[str, Any]:
-    """`{"run": {...}, "results": [...]}`: the shape `tracker run/ingest/show --json` print (all
-    results), and the API's run (a page of them, with `total`)."""
+    """`{"format": ..., "run": {...}, "results": [...]}`: the shape `tracker run/ingest/show
+    --json` print (all results: the whole record, which `tracker push` sends), and the API's run
+    (a page of them, with `total`)."""
     run = run_info(session, run_id)
     results, total = run_results(session, run_id, limit=limit, offset=offset)
-    return {"run": run, "results": results, "total": total}
+    return {"format": RUN_FORMAT, "run": run, "results": results, "total": total}
 
 
 def run_attempt_times(session: Session, run_id: int) -> list[dict[str, Any]]:

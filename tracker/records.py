@@ -13,6 +13,9 @@ from typing import Any
 
 from tracker.models import LONGREPR_MAX, MESSAGE_MAX, NODEID_MAX
 
+# the versioned JSON of one whole run (`tracker show --json`, a push); a reader refuses others
+RUN_FORMAT = "tracker-run/1"
+
 # attempt outcomes
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED = (

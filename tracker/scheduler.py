@@ -23,7 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from tracker import store
+from tracker import push, store
 from tracker.config import Settings, SuiteConfig, cron_trigger
 from tracker.db import get_engine, session_scope
 from tracker.models import Attempt, Result, Run, RunRequest, RunSlot
@@ -197,6 +197,16 @@ def build(
         jobstore="local",
         replace_existing=True,
     )
+    if settings.push.url:
+        scheduler.add_job(
+            push.send,
+            "interval",
+            seconds=RECOVER_EVERY_S,
+            args=[settings, True],
+            id="push",
+            jobstore="local",
+            replace_existing=True,
+        )
     scheduler.add_job(
         prune,
         "interval",

@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
-from tracker import queries, store
+from tracker import push, queries, store
 from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
@@ -98,6 +98,7 @@ def run_and_store(
         _counts(saved.counts),
         (saved.finished_at - saved.started_at).total_seconds() if saved.finished_at else 0,
     )
+    push.push_after_run(settings, saved.id)
     search_suspects(settings, suite, saved.id)
     return saved
 

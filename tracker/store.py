@@ -164,6 +164,42 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
             raise
 
 
+def _pushed_run(session: Session, origin: str, origin_run: int) -> Run | None:
+    return session.execute(
+        select(Run).where(Run.origin == origin, Run.origin_run == origin_run)
+    ).scalar_one_or_none()
+
+
+def save_pushed(
+    session: Session, record: RunRecord, origin: str, origin_run: int, host: str | None
+) -> tuple[Run, bool]:
+    """Store a run pushed from another store, once: a push repeated (its answer was lost, or two
+    pushers raced) gets the run stored first, and False."""
+    with _WRITE_LOCK:
+        if found := _pushed_run(session, origin, origin_run):
+            return found, False
+        run = Run(
+            suite_id=_named(session, Suite, record.suite),
+            runner_id=_named(session, Runner, record.runner),
+            status=RUN_RUNNING,
+            source=record.source,
+            started_at=record.started_at,
+            host=host,
+            origin=origin,
+            origin_run=origin_run,
+        )
+        try:
+            return _save_run(session, record, run), True
+        except IntegrityError:  # another worker stored it between the look and the insert
+            session.rollback()
+            if found := _pushed_run(session, origin, origin_run):
+                return found, False
+            raise
+        except BaseException:
+            session.rollback()
+            raise
+
+
 def _save_run(session: Session, record: RunRecord, run: Run | None) -> Run:
     quarantined = quarantine.active(session, record.suite)
     finals, status, counts = summarize(record, quarantined)

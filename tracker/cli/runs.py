@@ -361,3 +361,61 @@ def plan_command(
     for item in first:
         out.print(Text(f"  {item['seconds']:>7.1f} s{' cut' if item['cut'] else ''}  "))
         out.print(Text(f"    {item['nodeid']}"))
+
+
+@app.command("push")
+def push_command(
+    run_ids: Annotated[
+        list[int] | None, typer.Argument(help="Runs to send (again); none: list what waits.")
+    ] = None,
+    pending: Annotated[
+        bool, typer.Option("--pending", help="Send every queued run now, backoff or not.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send runs to the central tracker (`[push] url`).
+
+    Each run is queued when it is stored and sent at once; one that could not be sent waits and
+    is tried again with backoff by the scheduler, or now with --pending. The central server
+    stores a run once, however often it is sent. Exit 1 if a run could not be sent."""
+    from tracker import push
+
+    settings = state.settings()
+    if not settings.push.url:
+        raise fail("no [push] url configured: where should the runs go?")
+    with session_scope(settings.database_url) as session:
+        if run_ids:
+            missing = sorted(set(run_ids) - queries.existing_runs(session, run_ids))
+            if missing:
+                raise fail(f"no run with id {', '.join(map(str, missing))}")
+            push.enqueue(session, run_ids)
+    if not (run_ids or pending):
+        with session_scope(settings.database_url) as session:
+            rows = [
+                {"run_id": r.run_id, "tries": r.tries, "next_try_at": r.next_try_at.isoformat(),
+                 "last_error": r.last_error}
+                for r in push.waiting(session)
+            ]  # fmt: skip
+        if as_json:
+            print(json.dumps({"url": settings.push.url, "waiting": rows}))
+            return
+        out.print(f"{plural(len(rows), 'run')} waiting for {settings.push.url}")
+        for row in rows:
+            next_try = row["next_try_at"][:19].replace("T", " ")
+            out.print(f"  run {row['run_id']}: tried {row['tries']} times, next at {next_try}")
+            if row["last_error"]:
+                out.print(Text(f"    {row['last_error']}", style="dim"))
+        return
+    sent = push.send(settings)
+    if as_json:
+        print(json.dumps({"url": settings.push.url, "sent": [vars(s) for s in sent]}))
+    for s in [] if as_json else sent:
+        if s.error:
+            out.print(Text(f"run {s.run_id}: not sent, queued for later: {s.error}", style="red"))
+        else:
+            what = "stored" if s.created else "was already there"
+            out.print(Text(f"run {s.run_id}: {what} as run {s.remote_id} on {settings.push.url}"))
+    if not sent and not as_json:
+        out.print("nothing waiting")
+    if any(s.error for s in sent):
+        raise typer.Exit(EXIT_FAILED)

@@ -13,17 +13,24 @@ from fastapi import (
     Form,
     HTTPException,
     Query,
+    Request,
+    Response,
     UploadFile,
 )
 from fastapi import Path as FastPath
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from tracker import queries, store
 from tracker.analysis import history
 from tracker.analysis.report import Scope
-from tracker.config import ConfigError
+from tracker.config import ConfigError, Settings
+from tracker.db import session_scope
 from tracker.ingest import IngestError, load_run
+from tracker.ingest.pushed import decode, read_pushed
 from tracker.models import RunRequest
+from tracker.records import RUN_FORMAT
+from tracker.validate import InvalidRecord
 from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -49,6 +56,7 @@ class RunOut(BaseModel):
     )
     message: str | None
     artifacts: str | None = None
+    host: str | None = None
     environment: dict[str, Any] | None = None
 
 
@@ -57,8 +65,12 @@ class AttemptOut(BaseModel):
     outcome: str
     duration: float
     isolated: bool
+    process: int | None = None
+    position: int | None = None
     worker: str | None
+    started_at: str | None = None
     message: str | None
+    longrepr: str | None = None
 
 
 class ResultOut(BaseModel):
@@ -72,6 +84,7 @@ class ResultOut(BaseModel):
 
 
 class RunDetailOut(BaseModel):
+    format: str = Field(RUN_FORMAT, description="the version of this shape")
     run: RunOut
     results: list[ResultOut]
     total: int = Field(description="results in the run; `results` holds one page of them")
@@ -257,6 +270,55 @@ def upload(
         raise HTTPException(400, str(exc)) from None
     saved = store.save_run(session, record)
     return queries.run_detail(session, saved.id, limit=PAGE_MAX)
+
+
+class PushedOut(BaseModel):
+    id: int = Field(description="the run's id on this server")
+    created: bool = Field(description="false: the run was stored by an earlier push")
+    status: str
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=PushedOut,
+    responses={
+        **WRITE,
+        200: {"model": PushedOut, "description": "already stored: the earlier push's run"},
+        400: {"model": Problem, "description": "not a valid run record: the reason"},
+        413: {"model": Problem, "description": "the body is larger than `upload_max_mb`"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": f"`tracker show --json`'s shape ({RUN_FORMAT}), optionally gzipped "
+            "(`Content-Encoding: gzip`)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+async def push(request: Request, response: Response, settings: SettingsDep) -> dict[str, Any]:
+    """Store a whole run pushed by a runner's tracker (`tracker push`), with its reruns, process
+    order, environment and status. Idempotent: the run's store and id there are stored once."""
+    body = await request.body()  # bounded by the write guard
+    gzipped = request.headers.get("content-encoding", "").lower() == "gzip"
+    return await run_in_threadpool(_store_pushed, settings, body, gzipped, response)
+
+
+def _store_pushed(
+    settings: Settings, body: bytes, gzipped: bool, response: Response
+) -> dict[str, Any]:
+    try:
+        pushed = read_pushed(decode(body, gzipped))
+    except InvalidRecord as exc:
+        raise HTTPException(400, str(exc)) from None
+    with session_scope(settings.database_url) as session:
+        run, created = store.save_pushed(
+            session, pushed.record, pushed.origin, pushed.origin_run, pushed.host
+        )
+    if not created:
+        response.status_code = 200
+    return {"id": run.id, "created": created, "status": run.status}
 
 
 class TriggerOut(BaseModel):

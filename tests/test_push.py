@@ -1,0 +1,220 @@
+"""Runs pushed from runners' trackers to a central one (a real uvicorn on 127.0.0.1, its database
+once SQLite and once PostgreSQL): the whole record arrives (reruns, process order, environment,
+forced status), a run is stored once however often it is sent, a bad push stores nothing, and a
+push while the central server is down waits in the outbox and arrives after."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import SUITES, live_server
+from sqlalchemy import func, select
+
+from tracker import push, queries, store
+from tracker.config import PushConfig, RunnerConfig, Settings, SuiteConfig
+from tracker.db import session_scope
+from tracker.ingest import pushed
+from tracker.models import Outbox, Run
+from tracker.records import RUN_FORMAT, RUN_TIMED_OUT
+from tracker.runner.execute import execute
+from tracker.web.app import create_app
+
+TOKEN = "push-token-for-tests-0123456789"
+
+
+@pytest.fixture
+def central(db_url: str, tmp_path: Path) -> Iterator[tuple[Settings, str]]:
+    settings = Settings(database_url=db_url, data_dir=tmp_path / "central", token=TOKEN)
+    with live_server(create_app(settings)) as url:
+        yield settings, url
+
+
+def runner_settings(tmp_path: Path, name: str, url: str) -> Settings:
+    return Settings(
+        database_url=f"sqlite:///{tmp_path / name}.db",
+        data_dir=tmp_path / name,
+        runner=RunnerConfig(name=name, device="cpu"),
+        push=PushConfig(url=url),
+        push_token=TOKEN,
+    )
+
+
+def run_realities(settings: Settings, tmp_path: Path, *files: str, **options) -> int:
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    suite = SuiteConfig(
+        name="realities",
+        path=SUITES / "realities",
+        python=sys.executable,
+        args=list(files),
+        env={"FIXTURE_STATE": str(state)},
+        **{"test_timeout": 1, "run_timeout": 120, "reruns": 1, **options},
+    )
+    with session_scope(settings.database_url) as session:
+        return store.save_run(session, execute(settings, suite)).id
+
+
+def _comparable(detail: dict) -> dict:
+    """A run as both stores must agree on it: everything but their own row ids and paths."""
+    run = {k: v for k, v in detail["run"].items() if k not in ("id",)}
+    results = [{k: v for k, v in r.items() if k != "test_id"} for r in detail["results"]]
+    return {"run": run, "results": results}
+
+
+def test_the_whole_run_arrives_once(central, tmp_path):
+    central_settings, url = central
+    local = runner_settings(tmp_path, "a2-1", url)
+    run_id = run_realities(local, tmp_path, "test_flaky.py", "test_abort.py", "test_order.py")
+    push.push_after_run(local, run_id)
+    with session_scope(local.database_url) as session:
+        sent = queries.run_detail(session, run_id)
+        row = session.get(Outbox, run_id)
+        assert row.pushed_at is not None and row.last_error is None
+    with session_scope(central_settings.database_url) as session:
+        got = queries.run_detail(session, row.remote_id)
+    assert sent["format"] == RUN_FORMAT
+    assert _comparable(got) == _comparable(sent)
+    assert got["run"]["origin"] == {"store": queries_store_id(local), "run": run_id}
+    attempts = [a for r in got["results"] for a in r["attempts"]]
+    assert any(a["isolated"] for a in attempts)  # the reruns in fresh processes
+    assert {a["outcome"] for a in attempts} >= {"crashed", "passed", "failed"}
+    assert all(a["process"] is not None for a in attempts if not a["isolated"])
+    assert got["run"]["environment"]["python"]  # the probe's environment
+
+    # sent again (the answer was lost, a second pusher, `tracker push RUN`): stored once
+    with session_scope(local.database_url) as session:
+        push.enqueue(session, [run_id])
+    again = push.send(local)
+    assert [(s.remote_id, s.created, s.error) for s in again] == [(row.remote_id, False, None)]
+    with session_scope(central_settings.database_url) as session:
+        assert len(queries.list_runs(session)) == 1
+
+
+def queries_store_id(settings: Settings) -> str:
+    with session_scope(settings.database_url) as session:
+        return queries.store_id(session)
+
+
+def test_runs_pushed_at_once_are_stored_once(central, tmp_path):
+    """Four pushers send the same run at the same moment (on PostgreSQL, into four sessions of
+    the server's thread pool): one run is stored, every pusher gets its id."""
+    central_settings, url = central
+    local = runner_settings(tmp_path, "a2-8", url)
+    run_id = run_realities(local, tmp_path, "test_fast.py")
+    with session_scope(local.database_url) as session:
+        body = gzip.compress(json.dumps(queries.run_detail(session, run_id)).encode())
+    answers: list[httpx.Response] = []
+    barrier = threading.Barrier(4)
+
+    def send() -> None:
+        barrier.wait()
+        answers.append(
+            httpx.post(
+                f"{url}/api/v1/runs",
+                content=body,
+                headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip"},
+                timeout=60,
+            )
+        )
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(a.status_code for a in answers) == [200, 200, 200, 201]
+    assert len({a.json()["id"] for a in answers}) == 1
+    with session_scope(central_settings.database_url) as session:
+        assert len(queries.list_runs(session)) == 1
+
+
+def test_a_forced_status_is_kept_and_outcomes_derived_again(central, tmp_path):
+    """A timed-out run stays timed out; the final outcomes are derived again, not trusted."""
+    central_settings, url = central
+    local = runner_settings(tmp_path, "a2-2", url)
+    run_id = run_realities(local, tmp_path, "test_fast.py")
+    with session_scope(local.database_url) as session:
+        detail = queries.run_detail(session, run_id)
+    detail["run"]["status"], detail["run"]["message"] = RUN_TIMED_OUT, "the run's limit"
+    detail["results"][0]["outcome"] = "passed-but-lying"
+    answer = httpx.post(
+        f"{url}/api/v1/runs", json=detail, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert answer.status_code == 201, answer.text
+    with session_scope(central_settings.database_url) as session:
+        got = queries.run_detail(session, answer.json()["id"])
+    assert (got["run"]["status"], got["run"]["message"]) == (RUN_TIMED_OUT, "the run's limit")
+    assert got["results"][0]["outcome"] == detail["results"][0]["attempts"][0]["outcome"]
+
+
+def test_bad_pushes_are_refused_whole(central, tmp_path, monkeypatch):
+    central_settings, url = central
+    local = runner_settings(tmp_path, "a2-4", url)
+    run_id = run_realities(local, tmp_path, "test_fast.py")
+    with session_scope(local.database_url) as session:
+        good = queries.run_detail(session, run_id)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    def post(body, headers=auth) -> httpx.Response:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return httpx.post(f"{url}/api/v1/runs", content=content, headers=headers, timeout=30)
+
+    bad_attempt = json.loads(json.dumps(good))
+    bad_attempt["results"][0]["attempts"][0]["outcome"] = "exploded"
+    running = {**good, "run": {**good["run"], "status": "running"}}
+    no_origin = {**good, "run": {k: v for k, v in good["run"].items() if k != "origin"}}
+    bad_suite = {**good, "run": {**good["run"], "suite": "../../etc"}}
+    naive = {**good, "run": {**good["run"], "started_at": "2026-11-30T10:00:00"}}
+    monkeypatch.setattr(pushed, "MAX_JSON", 1024 * 1024)  # the server runs in this process
+    bomb = gzip.compress(b"[" * (2 * 1024 * 1024))
+    cases = {
+        "unsupported format": post({**good, "format": "tracker-run/2"}),
+        "not JSON": post(b"{oops"),
+        "not valid gzip": post(b"plain", {**auth, "Content-Encoding": "gzip"}),
+        "MB unzipped": post(bomb, {**auth, "Content-Encoding": "gzip"}),
+        "unknown outcome": post(bad_attempt),
+        "cannot be pushed": post(running),
+        "run.origin": post(no_origin),
+        "suite name": post(bad_suite),
+        "time zone": post(naive),
+    }
+    for reason, answer in cases.items():
+        assert answer.status_code == 400, (reason, answer.text)
+        assert reason in answer.json()["detail"], (reason, answer.text)
+    assert post(good, {}).status_code == 401
+    with session_scope(central_settings.database_url) as session:
+        assert session.execute(select(func.count()).select_from(Run)).scalar() == 0
+
+
+def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
+    central_settings = Settings(database_url=db_url, data_dir=tmp_path / "c", token=TOKEN)
+    with live_server(create_app(central_settings)) as url:
+        pass  # a port that answered once and is closed now: the central server is down
+    local = runner_settings(tmp_path, "a2-1", url)
+    run_id = run_realities(local, tmp_path, "test_fast.py")
+    push.push_after_run(local, run_id)  # the run is stored; its push fails and is queued
+    with session_scope(local.database_url) as session:
+        (row,) = push.waiting(session)
+        assert (row.run_id, row.tries) == (run_id, 1)
+        assert "ConnectError" in row.last_error or "refused" in row.last_error
+        wait = row.next_try_at - datetime.now(UTC)
+        assert timedelta(seconds=20) < wait <= timedelta(seconds=30)
+    assert push.send(local, due_only=True) == []  # not before its backoff
+    assert push.backoff(local, 3) == timedelta(minutes=2)
+    assert push.backoff(local, 30) == timedelta(hours=1)
+    with live_server(create_app(central_settings)) as url:
+        local.push.url = url
+        (sent,) = push.send(local)  # what `tracker push --pending` does
+    assert (sent.run_id, sent.created, sent.error) == (run_id, True, None)
+    with session_scope(local.database_url) as session:
+        assert push.waiting(session) == []
+    with session_scope(central_settings.database_url) as session:
+        assert [r["runner"] for r in queries.list_runs(session)] == ["a2-1"]

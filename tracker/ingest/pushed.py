@@ -1,0 +1,176 @@
+"""A whole run pushed by a runner's tracker (`tracker show --json`'s shape) -> a RunRecord.
+
+Unlike a results file, it carries what only the tracker's own runs have: the isolated reruns,
+each attempt's process and position, the probed environment and a status the run was forced into
+(infra_error, timed_out, interrupted). The final outcomes, counts and quarantine flags in it are
+not trusted: the central store derives them again, with its own quarantine list.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tracker.records import (
+    RUN_FORMAT,
+    RUN_INFRA,
+    RUN_INTERRUPTED,
+    RUN_TIMED_OUT,
+    AttemptRecord,
+    RunRecord,
+)
+from tracker.validate import MAX_RESULTS, InvalidRecord, check_record, check_time
+
+FORCED = (RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED)  # statuses that attempts cannot derive
+MAX_JSON = 512 * 1024 * 1024  # uncompressed; Liger's 2,608 tests with their reruns are ~3 MB
+ENV_KEYS, ENV_VALUE = 64, 500  # an environment is a few dozen short facts
+
+
+class _In(BaseModel):
+    # later versions of format 1 may add fields: a reader ignores what it does not know
+    model_config = ConfigDict(extra="ignore")
+
+
+class AttemptIn(_In):
+    number: int = Field(ge=1, le=1000)
+    outcome: str = Field(max_length=16)
+    duration: float = 0.0
+    isolated: bool = False
+    process: int | None = Field(default=None, ge=0, le=2**31)
+    position: int | None = Field(default=None, ge=0, le=2**31)
+    worker: str | None = Field(default=None, max_length=50)
+    started_at: datetime | None = None
+    message: str | None = None
+    longrepr: str | None = None
+
+
+class ResultIn(_In):
+    nodeid: str = Field(min_length=1, max_length=20_000)
+    attempts: list[AttemptIn] = Field(max_length=1000)
+
+
+class OriginIn(_In):
+    store: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+    run: int = Field(ge=1, le=2**63 - 1)
+
+
+class RunIn(_In):
+    origin: OriginIn
+    status: str = Field(max_length=16)
+    suite: str
+    runner: str
+    commit: str | None = None
+    ref: str | None = None
+    source: Literal["runner", "ingest"]
+    started_at: datetime
+    finished_at: datetime | None = None
+    message: str | None = Field(default=None, max_length=20_000)
+    artifacts: str | None = Field(default=None, max_length=1000)
+    host: str | None = Field(default=None, max_length=200)
+    environment: dict[str, Any] | None = None
+
+
+class PushedRun(_In):
+    format: str
+    run: RunIn
+    results: list[ResultIn] = Field(max_length=MAX_RESULTS)
+
+
+@dataclass
+class Pushed:
+    record: RunRecord
+    origin: str  # the pushing store's id
+    origin_run: int  # the run's id in that store
+    host: str | None
+
+
+def decode(body: bytes, gzipped: bool) -> Any:
+    """The JSON of a push, gunzipped within MAX_JSON; InvalidRecord with the reason."""
+    if gzipped:
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            body = inflate.decompress(body, MAX_JSON + 1)
+        except zlib.error as exc:
+            raise InvalidRecord(f"the body is not valid gzip ({exc})") from None
+        if len(body) > MAX_JSON or inflate.unconsumed_tail:
+            raise InvalidRecord(f"the body is larger than {MAX_JSON // 1024 // 1024} MB unzipped")
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidRecord(f"the body is not JSON ({exc})") from None
+
+
+def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A few short scalar facts; anything else in it is dropped, long text cut."""
+    if not env:
+        return None
+    kept: dict[str, Any] = {}
+    for key, value in list(env.items())[:ENV_KEYS]:
+        if isinstance(value, str):
+            kept[key[:50]] = value[:ENV_VALUE]
+        elif value is None or isinstance(value, bool | int | float):
+            kept[key[:50]] = value
+    if not isinstance(kept.get("device_count", 0), int):
+        kept.pop("device_count")
+    if isinstance(kept.get("device_kind"), str):
+        kept["device_kind"] = kept["device_kind"][:16]
+    return kept
+
+
+def _utc(value: datetime | None, what: str) -> datetime | None:
+    return check_time(value, what).astimezone(UTC) if value is not None else None
+
+
+def read_pushed(data: Any) -> Pushed:
+    """The run in a push, checked whole before anything is stored (InvalidRecord otherwise)."""
+    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+        given = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise InvalidRecord(f"unsupported format {given!r:.60}: this server reads {RUN_FORMAT}")
+    try:
+        pushed = PushedRun.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidRecord(
+            f"{where}: {first['msg']} ({exc.error_count()} problem(s) in all)"
+        ) from None
+    run = pushed.run
+    if run.status not in (*FORCED, "passed", "flaky", "failed"):
+        raise InvalidRecord(f"a run with status {run.status!r:.20} cannot be pushed")
+    record = RunRecord(
+        suite=run.suite,
+        runner=run.runner,
+        source=run.source,
+        started_at=_utc(run.started_at, "the run's start"),
+        finished_at=_utc(run.finished_at, "the run's end"),
+        commit=run.commit,
+        ref=run.ref,
+        collected=[r.nodeid for r in pushed.results],
+        status=run.status if run.status in FORCED else None,
+        message=run.message,
+        environment=_environment(run.environment),
+        artifacts=run.artifacts,
+    )
+    for result in pushed.results:
+        for a in sorted(result.attempts, key=lambda a: a.number):
+            record.attempts.append(
+                AttemptRecord(
+                    nodeid=result.nodeid,
+                    outcome=a.outcome,
+                    duration=a.duration,
+                    message=a.message,
+                    longrepr=a.longrepr,
+                    started_at=a.started_at,
+                    isolated=a.isolated,
+                    process=a.process,
+                    position=a.position,
+                    worker=a.worker,
+                )
+            )
+    check_record(record)
+    return Pushed(record=record, origin=run.origin.store, origin_run=run.origin.run, host=run.host)
