@@ -5,10 +5,17 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from fastapi.testclient import TestClient
+
+from tracker import store
 from tracker.analysis.flaky import CaseStats
 from tracker.analysis.history import RunRow
 from tracker.analysis.promotion import verdict
+from tracker.analysis.report import Scope
 from tracker.config import PromotionConfig
+from tracker.db import session_scope
+from tracker.records import AttemptRecord, RunRecord
+from tracker.web.app import create_app
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # 23:00 on Nov 30 in Shanghai
@@ -90,3 +97,29 @@ def test_min_confidence_is_a_stricter_gate():
     # 44 green runs give 1 - .95^45 = 0.90: with one run a night that takes longer than the window
     assert v.earliest is None
     assert "6 runs a night" in v.notes[1]
+
+
+def test_each_runner_has_its_own_verdict(settings):
+    """Seven green nights on a2-8; on a2-1 one night failed: met on one runner, not the other,
+    and not across both (on the page, the API and the CLI's JSON alike)."""
+    now = datetime.now(UTC)
+    with session_scope(settings.database_url) as session:
+        for night in range(7):
+            for runner in ("a2-8", "a2-1"):
+                failed = runner == "a2-1" and night == 3
+                started = now - timedelta(days=night, hours=1)
+                record = RunRecord("s", runner, "runner", started, started + timedelta(minutes=5))
+                record.collected = ["t.py::a"]
+                record.attempts = [AttemptRecord("t.py::a", "failed" if failed else "passed")]
+                store.save_run(session, record)
+        scope = Scope(session, settings, "s")
+        per_runner = scope.runner_promotions()
+        assert {name: v.met for name, v in per_runner.items()} == {"a2-1": False, "a2-8": True}
+        assert not scope.promotion().met
+        assert Scope(session, settings, "s", "a2-8").runner_promotions() == {}
+    client = TestClient(create_app(settings))
+    answer = client.get("/api/v1/suites/s/promotion").json()
+    assert answer["runners"]["a2-8"]["counted_runs"] == 7
+    assert answer["runners"]["a2-1"]["successes"] == 6
+    page = client.get("/suites/s/promotion").text
+    assert 'href="?runner=a2-1"' in page and "6/7" in page and "7/7" in page

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import SUITES, live_server
+from helpers import SUITES, TRACKER, live_server
 from sqlalchemy import func, select
 
 from tracker import push, queries, store
@@ -218,3 +222,78 @@ def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
         assert push.waiting(session) == []
     with session_scope(central_settings.database_url) as session:
         assert [r["runner"] for r in queries.list_runs(session)] == ["a2-1"]
+
+
+def _serve(port: int, db: str, cwd: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env |= {"TRACKER_DATABASE_URL": db, "TRACKER_TOKEN": TOKEN}
+    server = subprocess.Popen(
+        [*TRACKER, "serve", "--port", str(port), "--no-scheduler", "--workers", "2"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return server
+        except httpx.TransportError:
+            time.sleep(0.1)
+    server.kill()
+    raise AssertionError("the central tracker did not start")
+
+
+def _runner(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_PUSH_TOKEN"] = TOKEN
+    return subprocess.run(
+        [*TRACKER, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.postgresql
+def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path):
+    """Two runner trackers (each its own config and SQLite store) run the example suite and push
+    to one central `tracker serve --workers 2` on PostgreSQL; a run made while the central
+    server is down waits in its runner's outbox and arrives with `tracker push --pending`."""
+    db = new_pg_database()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    server = _serve(port, db, tmp_path)
+    try:
+        for name in ("a2-1", "a2-8"):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "tracker.toml").write_text(
+                f'[runner]\nname = "{name}"\ndevice = "cpu"\n[push]\nurl = "{base}"\n'
+            )
+            done = _runner(tmp_path / name, "run", "example")
+            assert done.returncode == 0, done.stderr
+            assert "pushed to" in done.stderr
+        (suite,) = httpx.get(f"{base}/api/v1/suites").json()
+        assert sorted(suite["runners"]) == ["a2-1", "a2-8"]
+        for page in ("/", "/suites/example", "/suites/example/promotion"):
+            text = httpx.get(base + page).text
+            assert "a2-1" in text and "a2-8" in text, page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    late = _runner(tmp_path / "a2-1", "run", "example")  # the central server is down
+    assert late.returncode == 0, late.stderr
+    assert "not pushed yet" in late.stderr
+    waiting = json.loads(_runner(tmp_path / "a2-1", "push", "--json").stdout)["waiting"]
+    assert [(w["run_id"], w["tries"]) for w in waiting] == [(2, 1)]
+    server = _serve(port, db, tmp_path)
+    try:
+        sent = _runner(tmp_path / "a2-1", "push", "--pending")
+        assert sent.returncode == 0, sent.stderr
+        assert "run 2: stored as run 3" in sent.stdout
+        runs = httpx.get(f"{base}/api/v1/suites/example/runs?runner=a2-1").json()["runs"]
+        assert len(runs) == 2 and runs[0]["host"] == socket.gethostname()
+        assert _runner(tmp_path / "a2-1", "push", "--json").stdout.count('"run_id"') == 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -103,6 +103,18 @@ class Verdict:
             )
         return parts
 
+    def summary(self) -> dict[str, Any]:
+        """The verdict in one row (a runner's, beside the others)."""
+        return {
+            "met": self.met,
+            "consecutive_days": self.consecutive_days,
+            "successes": self.successes,
+            "counted_runs": self.total,
+            "success_rate": self.rate,
+            "unquarantined_flaky": len(self.unquarantined_flaky),
+            "earliest_date": self.earliest.isoformat() if self.earliest else None,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         lo, hi = self.interval
         return {

@@ -185,6 +185,18 @@ class Scope:
             history.runs(self.session, self.suite_id, self.runner_id, since, self.now), days
         )
 
+    def runner_promotions(self) -> dict[str, Verdict]:
+        """Each runner's own verdict, when the scope is every runner: the suite may be stable
+        on a2-8 and not on a2-1, and the move upstream is decided per runner size."""
+        if self.runner is not None:
+            return {}
+        names = sorted(r for s, r in queries.suite_runner_pairs(self.session) if s == self.suite)
+        now = self.now if self.pinned else None
+        return {
+            name: Scope(self.session, self.settings, self.suite, name, self.days, now).promotion()
+            for name in names
+        }
+
     def promotion(self) -> Verdict:
         config = self.settings.promotion
         since = window_start(local_day(self.now, self.tz), config.window_days, self.tz)

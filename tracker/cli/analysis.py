@@ -214,6 +214,10 @@ def clusters(
         out.print(Text(f"     {c.signature}"))
 
 
+def _met(met: bool, yes: str = "met", no: str = "not met") -> tuple[str, str]:
+    return (yes, "bold green") if met else (no, "bold red")
+
+
 @app.command()
 def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt = False) -> None:
     """Is the promotion criterion met?
@@ -222,10 +226,12 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
     suite = suite_name(suite)
     with scope(suite, runner) as s:
         v = s.promotion()
+        per_runner = s.runner_promotions()
     if as_json:
-        _dump({"suite": suite, "runner": runner, **v.as_dict()})
+        runners = {name: r.summary() for name, r in per_runner.items()}
+        _dump({"suite": suite, "runner": runner, **v.as_dict(), "runners": runners})
     else:
-        head = Text("MET" if v.met else "NOT MET", style="bold green" if v.met else "bold red")
+        head = Text(*_met(v.met, "MET", "NOT MET"))
         out.print(head.append(f"  {suite}" + (f" on {runner}" if runner else ""), style=""))
         for p in v.parts():
             mark = "✓" if p["ok"] else "✗"
@@ -245,6 +251,12 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
             out.print(Text(f"  earliest date if every coming run passes: {when}"))
         for note in v.notes:
             out.print(Text(f"  {note}", style="dim"))
+        if len(per_runner) > 1:
+            out.print(Text("  per runner:"))
+            for name, r in per_runner.items():
+                line = Text(f"    {name}: ").append(*_met(r.met))
+                line.append(f", {r.consecutive_days} days in a row, {r.successes}/{r.total} green")
+                out.print(line)
     if not v.met:
         raise typer.Exit(EXIT_NOT_MET)
 

@@ -28,6 +28,7 @@ from tracker.cli.app import (
 from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
+from tracker.models import Outbox
 from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
 from tracker.words import counts_text, plural
 
@@ -96,9 +97,16 @@ def run(
         raise typer.Exit(130) from None
     with session_scope(url) as session:
         detail = queries.run_detail(session, saved.id)
+        queued = session.get(Outbox, saved.id)
     _print_run(detail, as_json)
     if not as_json:
         err.print(Text(f"stored in {url}; see it with: tracker show {saved.id}", style="dim"))
+        if queued and queued.pushed_at:
+            err.print(Text(f"pushed to {settings.push.url} as run {queued.remote_id}", "dim"))
+        elif queued:
+            err.print(Text(f"not pushed yet ({queued.last_error}); it stays queued and is tried "
+                           "again by the scheduler, or now with: tracker push --pending",
+                           "yellow"))  # fmt: skip
     raise typer.Exit(_status_exit(saved.status))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -41,11 +42,17 @@ def serve(
             "--scheduler/--no-scheduler", help="Run the nightly scheduler in this process too."
         ),
     ] = True,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers", min=1, max=64, help="Web worker processes (on PostgreSQL, or one host)."
+        ),
+    ] = 1,
 ) -> None:
     """Serve the dashboard, the API and badges.
 
-    The JSON API is under /api/v1, its docs at /docs. With several web
-    workers, run `--no-scheduler` and one `tracker scheduler` process beside them."""
+    The JSON API is under /api/v1, its docs at /docs. With --workers, the
+    scheduler (if on) runs once, in the process that supervises the workers."""
     import uvicorn
 
     from tracker.service import keep_recovering
@@ -63,7 +70,19 @@ def serve(
         scheduler = build(settings)
         scheduler.resume()
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        if workers == 1:
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        else:  # each worker builds its app from the same config: the file and TRACKER_* vars
+            if state.config is not None:
+                os.environ["TRACKER_CONFIG"] = str(state.config.resolve())
+            uvicorn.run(
+                "tracker.web.app:create_app",
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_level="info",
+            )
     finally:
         stop.set()
         if scheduler is not None:

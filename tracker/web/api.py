@@ -207,7 +207,14 @@ def clusters(scope: ScopeDep) -> dict[str, Any]:
 
 @router.get("/suites/{suite}/promotion", responses=NOT_FOUND)
 def promotion(scope: ScopeDep) -> dict[str, Any]:
-    return {"suite": scope.suite, "runner": scope.runner, **scope.promotion().as_dict()}
+    """The verdict for the suite (or `runner`); across runners, also each runner's own."""
+    runners = {name: v.summary() for name, v in scope.runner_promotions().items()}
+    return {
+        "suite": scope.suite,
+        "runner": scope.runner,
+        **scope.promotion().as_dict(),
+        "runners": runners,
+    }
 
 
 @router.get("/schedule", response_model=list[ScheduleOut])

@@ -347,6 +347,7 @@ def promotion_page(
         suite=suite,
         runner=runner,
         verdict=verdict,
+        per_runner=scope.runner_promotions(),
         rates=scope.rates(verdict.window_days),
         kernels_md=markdown(
             scope.kernels(),
