@@ -89,13 +89,21 @@ def new_pg_database(pg_server: str) -> Iterator:
         get_engine(url).dispose()  # each engine keeps a pool of connections open
 
 
-DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test on a database runs on SQLite and on PostgreSQL, except the runner side's
+    (marked `sqlite_only`): a runner host keeps its own SQLite file, only the central store that
+    runners push to is meant to be on PostgreSQL."""
+    if "db_url" in metafunc.fixturenames and not metafunc.definition.get_closest_marker(
+        "sqlite_only"
+    ):
+        databases = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+        metafunc.parametrize("db_url", databases, indirect=True)
 
 
-@pytest.fixture(params=DATABASES)
+@pytest.fixture
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The test's database, once on SQLite and once on PostgreSQL."""
-    if request.param == "sqlite":
+    """The test's database: SQLite, or a fresh PostgreSQL database."""
+    if getattr(request, "param", "sqlite") == "sqlite":
         return f"sqlite:///{tmp_path / 'tracker.db'}"
     return request.getfixturevalue("new_pg_database")()
 

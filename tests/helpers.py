@@ -9,11 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 SUITES = Path(__file__).parent / "suites"
-# for what only SQLite has (pragmas, file backups): the `db_url` fixture without PostgreSQL
-SQLITE_ONLY = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 DATA = Path(__file__).parent / "data"
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from helpers import DATA, SUITES
@@ -23,9 +26,10 @@ from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
 from tracker.service import HOST
 
 TOKEN = "trigger-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def make_settings(tmp_path, schedule: str | None, grace: int = 60) -> Settings:
+def make_settings(db_url, tmp_path, schedule: str | None, grace: int = 60) -> Settings:
     suite = SuiteConfig(
         name="ids",
         path=SUITES / "realities",
@@ -37,7 +41,7 @@ def make_settings(tmp_path, schedule: str | None, grace: int = 60) -> Settings:
         env={"FIXTURE_STATE": str(tmp_path)},
     )
     return Settings(
-        database_url=f"sqlite:///{tmp_path / 'sched.db'}",
+        database_url=db_url,
         data_dir=tmp_path / "data",
         runner=RunnerConfig(name="ci", device="cpu"),
         suites=[suite],
@@ -60,8 +64,8 @@ def wait_until(predicate, timeout: float) -> bool:
     return False
 
 
-def test_runs_fire_and_never_overlap(tmp_path):
-    settings = make_settings(tmp_path, "*/2 * * * * *")
+def test_runs_fire_and_never_overlap(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, "*/2 * * * * *")
     sched = scheduler.build(settings)
     sched.resume()
     try:
@@ -83,8 +87,8 @@ def _second_soon(delay: int) -> str:
     return f"{(datetime.now(UTC) + timedelta(seconds=delay)).second} * * * * *"
 
 
-def test_missed_run_fires_once_after_restart(tmp_path):
-    settings = make_settings(tmp_path, _second_soon(3), grace=60)
+def test_missed_run_fires_once_after_restart(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, _second_soon(3), grace=60)
     scheduler.build(settings).shutdown(wait=False)  # the host goes down before the run
     time.sleep(5)  # ...and misses it
     sched = scheduler.build(settings)  # boot: the stored job keeps its next run time
@@ -97,8 +101,8 @@ def test_missed_run_fires_once_after_restart(tmp_path):
     assert len(runs(settings)) == 1
 
 
-def test_missed_run_beyond_the_grace_is_skipped(tmp_path):
-    settings = make_settings(tmp_path, _second_soon(2), grace=1)
+def test_missed_run_beyond_the_grace_is_skipped(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, _second_soon(2), grace=1)
     scheduler.build(settings).shutdown(wait=False)
     time.sleep(5)
     sched = scheduler.build(settings)
@@ -108,8 +112,8 @@ def test_missed_run_beyond_the_grace_is_skipped(tmp_path):
     assert runs(settings) == []
 
 
-def test_stale_running_run_is_closed_on_start(tmp_path):
-    settings = make_settings(tmp_path, None)
+def test_stale_running_run_is_closed_on_start(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, None)
     dead = subprocess.Popen(["true"])
     dead.wait()
     artifacts = tmp_path / "data" / "runs" / "ids" / "old"
@@ -144,8 +148,8 @@ def test_stale_running_run_is_closed_on_start(tmp_path):
         assert len(session.execute(select(Result)).all()) == 3
 
 
-def test_two_scheduler_processes_make_one_run_per_slot(tmp_path):
-    settings = make_settings(tmp_path, "*/3 * * * * *")
+def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, "*/3 * * * * *")
     config = tmp_path / "tracker.toml"
     config.write_text(
         f'database_url = "{settings.database_url}"\ndata_dir = "{tmp_path / "data"}"\n'
@@ -154,20 +158,35 @@ def test_two_scheduler_processes_make_one_run_per_slot(tmp_path):
         f'args = ["test_ids.py"]\nschedule = "*/3 * * * * *"\nreruns = 0\n'
         f'env = {{ FIXTURE_STATE = "{tmp_path}" }}\n'
     )
-    env = {**os.environ, "TRACKER_CONFIG": str(config)}
+    env = {**os.environ, "TRACKER_CONFIG": str(config), "TRACKER_TOKEN": TOKEN}
     env.pop("TRACKER_DATABASE_URL", None)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    web = [sys.executable, "-m", "tracker.cli", "serve", "--no-scheduler", "--workers", "4"]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tracker.cli", "scheduler"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
         )
-        for _ in range(2)
+        for command in (
+            [sys.executable, "-m", "tracker.cli", "scheduler"],
+            [sys.executable, "-m", "tracker.cli", "scheduler"],
+            [*web, "--port", str(port)],
+        )
     ]
+    base = f"http://127.0.0.1:{port}/api/v1/suites/ids/trigger"
     try:
+        assert wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 30)
+        # `run now` from 8 people at once, through 4 web workers: queued once or refused
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: httpx.post(base, headers=AUTH), range(8)))
+        assert {a.status_code for a in answers} <= {202, 409}  # 409: running or queued
         assert wait_until(
-            lambda: len([r for r in runs(settings) if r.status != "running"]) >= 3, 45
+            lambda: (
+                len([r for r in runs(settings) if r.status != "running"]) >= 3
+                and _requests_done(settings)
+            ),
+            60,
         )
     finally:
         for p in procs:
@@ -176,19 +195,35 @@ def test_two_scheduler_processes_make_one_run_per_slot(tmp_path):
             p.wait(timeout=30)
     with session_scope(settings.database_url) as session:
         slots = session.execute(select(RunSlot)).scalars().all()
+        requested = session.execute(select(RunRequest.run_id)).scalars().all()
     started = runs(settings)
     assert len({s.slot_at for s in slots}) == len(slots)
-    assert len(started) == len(slots)  # every claimed slot ran once, no slot twice
+    ran = [r for r in requested if r is not None]
+    assert len(set(ran)) == len(ran)  # each request ran once, by one scheduler
+    # no slot or request ran twice (a slot that found a requested run going is skipped)
+    assert len(slots) + len(ran) - 1 <= len(started) <= len(slots) + len(ran)
     for before, after in itertools.pairwise(started):
         if before.finished_at:
             assert before.finished_at <= after.started_at
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _requests_done(settings) -> bool:
+    with session_scope(settings.database_url) as session:
+        return all(r.state == "done" for r in session.execute(select(RunRequest)).scalars())
+
+
 @pytest.fixture
-def api(tmp_path):
+def api(db_url, tmp_path):
     from tracker.web.app import create_app
 
-    settings = make_settings(tmp_path, None)
+    settings = make_settings(db_url, tmp_path, None)
     return settings, TestClient(create_app(settings))
 
 
@@ -227,17 +262,18 @@ def test_trigger_queues_a_run_and_refuses_while_busy(api):
     assert client.post("/api/v1/suites/ids/trigger", headers=auth).status_code == 409
 
 
-def test_schedule_endpoint_shows_the_next_run(tmp_path):
+def test_schedule_endpoint_shows_the_next_run(db_url, tmp_path):
     from tracker.web.app import create_app
 
-    settings = make_settings(tmp_path, "0 22 * * *")
+    settings = make_settings(db_url, tmp_path, "0 22 * * *")
     (entry,) = TestClient(create_app(settings)).get("/api/v1/schedule").json()
     assert entry["schedule"] == "0 22 * * *"
     assert entry["next_run"].endswith("22:00:00+00:00")
 
 
-def test_backup_while_the_database_is_in_use(tmp_path):
-    settings = make_settings(tmp_path, None)
+@pytest.mark.sqlite_only  # SQLite's backup API
+def test_backup_while_the_database_is_in_use(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, None)
     from tracker.service import run_and_store
 
     run_and_store(settings, settings.suites[0])
@@ -262,8 +298,8 @@ def test_backup_while_the_database_is_in_use(tmp_path):
     assert again.returncode == 2 and "exists" in again.stderr
 
 
-def test_retention_prunes_old_results_and_keeps_runs(tmp_path):
-    settings = make_settings(tmp_path, None)
+def test_retention_prunes_old_results_and_keeps_runs(db_url, tmp_path):
+    settings = make_settings(db_url, tmp_path, None)
     settings.scheduler.retention_days = 7
     from tracker import store
     from tracker.records import AttemptRecord, RunRecord

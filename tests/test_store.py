@@ -9,7 +9,6 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from helpers import SQLITE_ONLY
 from sqlalchemy import func, select, text
 from sqlmodel import SQLModel, create_engine
 
@@ -26,7 +25,7 @@ def test_migrations_match_the_models(settings):
     assert diff == []
 
 
-@SQLITE_ONLY
+@pytest.mark.sqlite_only  # pragmas
 def test_sqlite_pragmas(settings):
     with get_engine(settings.database_url).connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"

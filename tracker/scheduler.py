@@ -21,7 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tracker import push, store
 from tracker.config import Settings, SuiteConfig, cron_trigger
@@ -96,9 +96,16 @@ def poll_requests() -> None:
         ).scalar()
         if request is None:
             return
-        request.state = "started"
-        session.commit()
         request_id, suite_name = request.id, request.suite
+        # claimed by whichever scheduler process changes its state first
+        claimed = session.execute(
+            update(RunRequest)
+            .where(RunRequest.id == request_id, RunRequest.state == "queued")
+            .values(state="started")
+        ).rowcount
+        session.commit()
+    if not claimed:
+        return
     run_id = None
     try:
         run_id = run_and_store(settings, settings.suite(suite_name), why=f"request {request_id}").id
@@ -230,7 +237,7 @@ def next_runs(settings: Settings) -> dict[str, datetime | None]:
             continue
         try:
             job = jobs.lookup_job(job_id(suite.name, settings.runner.name))
-        except OperationalError:  # no scheduler has ever started on this database
+        except (OperationalError, ProgrammingError):  # no scheduler ever started on this database
             job = None
         out[suite.name] = (
             job.next_run_time
