@@ -4,7 +4,6 @@ fixture suite through the real runner (real pytest subprocesses) and stores it."
 from __future__ import annotations
 
 import glob
-import itertools
 import os
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SUITES
+from helpers import SUITES, make_pg_database
 
 from tracker import queries, store
 from tracker.config import RunnerConfig, Settings, SuiteConfig
@@ -50,38 +49,22 @@ def pg_server() -> Iterator[str]:
     options = f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=300"
     subprocess.run([*start, "-o", options, "start"], check=True, capture_output=True)
     try:
-        _create_database(str(folder), "tracker_template")
-        template = pg_url_for(str(folder), "tracker_template")
-        get_engine(template).dispose()  # migrated; a template must have no connections
+        get_engine(
+            make_pg_database(str(folder), template=None)
+        ).dispose()  # migrated; a template must have no connections
         yield str(folder)
     finally:
         subprocess.run([*start, "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def pg_url_for(server: str, name: str) -> str:
-    return f"postgresql+psycopg://postgres@/{name}?host={server}"
-
-
-def _create_database(server: str, name: str, template: str | None = None) -> None:
-    import psycopg
-
-    with psycopg.connect(host=server, user="postgres", dbname="postgres", autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
-
-
-_numbers = itertools.count()
-
-
 @pytest.fixture
 def new_pg_database(pg_server: str) -> Iterator:
     """Makes fresh, migrated databases on the session's server (a template copy: ~0.1 s)."""
-    urls = []
+    urls: list[str] = []
 
     def make() -> str:
-        name = f"t{os.getpid()}_{next(_numbers)}"
-        _create_database(pg_server, name, "tracker_template")
-        urls.append(pg_url_for(pg_server, name))
+        urls.append(make_pg_database(pg_server))
         return urls[-1]
 
     yield make

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -159,3 +160,17 @@ def fill(settings, tmp_path: Path) -> None:
             reruns=1,
         )
         store.save_run(session, execute(settings, suite))
+
+
+_pg_numbers = itertools.count()
+
+
+def make_pg_database(server: str, template: str | None = "tracker_template") -> str:
+    """A new database on the test PostgreSQL server (`pg_server`), a copy of the migrated
+    template; without one, the template itself. Returns its URL."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{next(_pg_numbers)}" if template else "tracker_template"
+    with psycopg.connect(host=server, user="postgres", dbname="postgres", autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+    return f"postgresql+psycopg://postgres@/{name}?host={server}"

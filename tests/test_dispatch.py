@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from helpers import SUITES, outcomes
 
 from tracker.runner import plan
 from tracker.runner.feed import Feed
 from tracker.runner.plan import Estimate
+
+# the runner side: a runner host keeps its own SQLite store
+pytestmark = pytest.mark.sqlite_only
 
 DISPATCH = SUITES / "dispatch"
 

@@ -39,9 +39,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(db_url: str, tmp_path: Path) -> Settings:
     return Settings(
-        database_url=f"sqlite:///{tmp_path / 'h.db'}",
+        database_url=db_url,
         data_dir=tmp_path / "data",
         runner=RunnerConfig(name="ci", device="cpu"),
         token=TOKEN,

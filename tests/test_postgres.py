@@ -1,60 +1,19 @@
-"""The same database work on a real PostgreSQL server (Debian's `postgresql`, started here as
-the `postgres` user on a Unix socket in a temporary folder): migrations, a real run, ingests
-with hostile ids, the quarantine, every page and API route, the CLI's verdicts (the same JSON
-as on SQLite for the same data), the one-running-run lock, and the polluter search's lock."""
+"""The same data on PostgreSQL and on SQLite gives the same verdicts (flaky, broken, kernels,
+promotion, clusters), and every page and API route answers on PostgreSQL. (Every other test
+that uses a database runs on both: see `db_url` in conftest.py.)"""
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import fill
+from helpers import fill, make_pg_database
 
-from tracker import store
 from tracker.config import RunnerConfig, Settings
-from tracker.db import session_scope
-from tracker.records import RunRecord
 from tracker.web.app import create_app
 
 pytest.importorskip("psycopg")
-
-
-def _bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return found[-1] if found else shutil.which(name)
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.skip("no PostgreSQL server installed here (.ci/run installs Debian's postgresql)")
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    folder = Path(tempfile.mkdtemp(prefix="tracker-pg-"))
-    if as_postgres:
-        shutil.chown(folder, "postgres")
-    data = folder / "data"
-    subprocess.run(
-        [*as_postgres, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-    )
-    start = [*as_postgres, pg_ctl, "-D", str(data), "-l", str(folder / "log"), "-w"]
-    options = f"-k {folder} -c listen_addresses='' -c fsync=off"
-    subprocess.run([*start, "-o", options, "start"], check=True, capture_output=True)
-    try:
-        yield f"postgresql+psycopg://postgres@/postgres?host={folder}"
-    finally:
-        subprocess.run([*start, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _settings(url: str, tmp: Path) -> Settings:
@@ -67,10 +26,11 @@ def _settings(url: str, tmp: Path) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def filled(pg_url, tmp_path_factory) -> tuple[Settings, Settings]:
+def filled(pg_server, tmp_path_factory) -> tuple[Settings, Settings]:
     """The web tests' database, once on PostgreSQL and once on SQLite."""
     tmp = tmp_path_factory.mktemp("pg")
-    pg, lite = _settings(pg_url, tmp / "pg"), _settings(f"sqlite:///{tmp / 'l.db'}", tmp / "l")
+    pg = _settings(make_pg_database(pg_server), tmp / "pg")
+    lite = _settings(f"sqlite:///{tmp / 'l.db'}", tmp / "l")
     for settings in (pg, lite):
         fill(settings, tmp)
     return pg, lite
@@ -134,14 +94,3 @@ def test_every_page_and_the_same_verdicts_as_sqlite(filled):
         data={"runner": "gha"},
     )
     assert upload.status_code == 201, upload.text
-
-
-def test_one_running_run_per_suite_and_runner(filled):
-    pg, _ = filled
-    record = RunRecord("locked", "ci", "runner", datetime.now(UTC))
-    with session_scope(pg.database_url) as session:
-        first = store.start_run(session, record)
-        with pytest.raises(store.Busy):
-            store.start_run(session, RunRecord("locked", "ci", "runner", datetime.now(UTC)))
-        store.drop_run(session, first.id)
-        store.drop_run(session, store.start_run(session, record).id)  # free again

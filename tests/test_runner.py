@@ -13,6 +13,9 @@ from helpers import SUITES, outcomes
 from tracker.analysis.report import Scope
 from tracker.db import session_scope
 
+# the runner side: a runner host keeps its own SQLite store
+pytestmark = pytest.mark.sqlite_only
+
 OUTCOMES = {
     "test_outcomes.py::test_pass": ("passed", ["passed"]),
     "test_outcomes.py::test_fail": ("failed", ["failed", "failed"]),

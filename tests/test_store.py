@@ -133,3 +133,13 @@ def test_old_databases_are_corrected_on_upgrade(tmp_path):
         assert session.execute(select(Attempt.outcome).where(Attempt.test_id == 3)).scalar() == (
             "interrupted"
         )
+
+
+def test_one_running_run_per_suite_and_runner(settings):
+    record = RunRecord("locked", "ci", "runner", datetime.now(UTC))
+    with session_scope(settings.database_url) as session:
+        first = store.start_run(session, record)
+        with pytest.raises(store.Busy):
+            store.start_run(session, RunRecord("locked", "ci", "runner", datetime.now(UTC)))
+        store.drop_run(session, first.id)
+        store.drop_run(session, store.start_run(session, record).id)  # free again

@@ -8,25 +8,34 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import DATA, HOSTILE, fill
+from helpers import DATA, HOSTILE, fill, make_pg_database
 
 from tracker.config import RunnerConfig, Settings
+from tracker.db import get_engine
 from tracker.web.app import create_app
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+)
+def filled(request, tmp_path_factory):
+    """Every page on a database a maintainer would have, once on SQLite, once on PostgreSQL."""
     tmp = tmp_path_factory.mktemp("web")
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp / 'web.db'}"
+    else:
+        url = make_pg_database(request.getfixturevalue("pg_server"))
     settings = Settings(
-        database_url=f"sqlite:///{tmp / 'web.db'}",
+        database_url=url,
         data_dir=tmp / "data",
         runner=RunnerConfig(name="ci", device="cpu"),
         token=TOKEN,
     )
     fill(settings, tmp)
-    return settings
+    yield settings
+    get_engine(url).dispose()
 
 
 @pytest.fixture
