@@ -68,7 +68,7 @@ def run_realities(settings: Settings, tmp_path: Path, *files: str, **options) ->
 
 def _comparable(detail: dict) -> dict:
     """A run as both stores must agree on it: everything but their own row ids and paths."""
-    run = {k: v for k, v in detail["run"].items() if k not in ("id",)}
+    run = {k: v for k, v in detail["run"].items() if k not in ("id", "artifacts")}
     results = [{k: v for k, v in r.items() if k != "test_id"} for r in detail["results"]]
     return {"run": run, "results": results}
 
@@ -92,6 +92,8 @@ def test_the_whole_run_arrives_once(central, tmp_path):
     assert {a["outcome"] for a in attempts} >= {"crashed", "passed", "failed"}
     assert all(a["process"] is not None for a in attempts if not a["isolated"])
     assert got["run"]["environment"]["python"]  # the probe's environment
+    # the runner's folder is not a path on the central server: its files are never read there
+    assert sent["run"]["artifacts"] and got["run"]["artifacts"] is None
 
     # sent again (the answer was lost, a second pusher, `tracker push RUN`): stored once
     with session_scope(local.database_url) as session:
@@ -294,6 +296,10 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
         runs = httpx.get(f"{base}/api/v1/suites/example/runs?runner=a2-1").json()["runs"]
         assert len(runs) == 2 and runs[0]["host"] == socket.gethostname()
         assert _runner(tmp_path / "a2-1", "push", "--json").stdout.count('"run_id"') == 0
+        unknown = _runner(tmp_path / "a2-1", "push", "99")
+        assert unknown.returncode == 2 and "no run with id 99" in unknown.stderr
+        nowhere = _runner(tmp_path, "push", "--pending")  # no config here
+        assert nowhere.returncode == 2 and "no [push] url configured" in nowhere.stderr
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -84,8 +84,11 @@ def post(settings: Settings, client: httpx.Client, detail: dict) -> tuple[int, b
         except ValueError:
             reason = answer.text[:200]
         raise PushError(f"{url}: {answer.status_code} {reason}")
-    stored = answer.json()
-    return stored["id"], stored["created"]
+    try:
+        stored = answer.json()
+        return int(stored["id"]), bool(stored["created"])
+    except (ValueError, KeyError, TypeError):  # a proxy's page, not a tracker's answer
+        raise PushError(f"{url}: {answer.status_code} but not a tracker's answer") from None
 
 
 def send(settings: Settings, due_only: bool = False) -> list[Sent]:

@@ -24,7 +24,13 @@ from tracker.records import (
     AttemptRecord,
     RunRecord,
 )
-from tracker.validate import MAX_RESULTS, InvalidRecord, check_record, check_time
+from tracker.validate import (
+    MAX_RESULTS,
+    InvalidRecord,
+    check_record,
+    check_time,
+    escape_controls,
+)
 
 FORCED = (RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED)  # statuses that attempts cannot derive
 MAX_JSON = 512 * 1024 * 1024  # uncompressed; Liger's 2,608 tests with their reruns are ~3 MB
@@ -70,7 +76,6 @@ class RunIn(_In):
     started_at: datetime
     finished_at: datetime | None = None
     message: str | None = Field(default=None, max_length=20_000)
-    artifacts: str | None = Field(default=None, max_length=1000)
     host: str | None = Field(default=None, max_length=200)
     environment: dict[str, Any] | None = None
 
@@ -154,7 +159,8 @@ def read_pushed(data: Any) -> Pushed:
         status=run.status if run.status in FORCED else None,
         message=run.message,
         environment=_environment(run.environment),
-        artifacts=run.artifacts,
+        # a folder on the runner's host: never a path the central server would read files from
+        artifacts=None,
     )
     for result in pushed.results:
         for a in sorted(result.attempts, key=lambda a: a.number):
@@ -173,4 +179,5 @@ def read_pushed(data: Any) -> Pushed:
                 )
             )
     check_record(record)
-    return Pushed(record=record, origin=run.origin.store, origin_run=run.origin.run, host=run.host)
+    host = escape_controls(run.host) if run.host else None
+    return Pushed(record=record, origin=run.origin.store, origin_run=run.origin.run, host=host)
