@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from pages import build
+from pages import build, paths
 
 from tracker.config import Settings
 from tracker.web.app import create_app
@@ -26,18 +26,8 @@ from tracker.web.app import create_app
 def pages(settings: Settings, repeat: int) -> dict[str, tuple[float, float]]:
     client = TestClient(create_app(settings))
     last = client.get("/api/v1/suites/transformers/runs?limit=1").json()["runs"][0]["id"]
-    paths = [
-        "/",
-        "/suites/transformers",
-        f"/runs/{last}",
-        "/tests/1",
-        "/suites/transformers/flaky",
-        "/suites/transformers/promotion",
-        "/badge/transformers.svg?metric=promotion",
-        f"/api/v1/runs/{last}",
-    ]
     times = {}
-    for path in paths:
+    for path in paths(last):
         took = []
         for _ in range(repeat + 1):
             t0 = time.perf_counter()

@@ -25,9 +25,14 @@ def outcomes(detail: dict) -> dict[str, tuple[str, list[str]]]:
 TRACKER = [sys.executable, "-m", "tracker.cli"]
 
 
+# the database of `tracker()` commands (a test module may set it from `db_url`); None: a SQLite
+# file in the test's folder
+cli_database: str | None = None
+
+
 def tracker(tmp_path: Path, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
-    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    env["TRACKER_DATABASE_URL"] = cli_database or f"sqlite:///{tmp_path / 'cli.db'}"
     if config is not None:
         (tmp_path / "tracker.toml").write_text(config)
     return subprocess.run(

@@ -7,6 +7,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
+import helpers
 import pytest
 from helpers import DATA, junit, tracker
 
@@ -37,6 +38,12 @@ NIGHTS = [  # (commit, {nodeid: (outcome, message)}), oldest first, one a night
         },
     ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _cli_database(db_url, monkeypatch):
+    """The CLI's verdicts, on SQLite and on PostgreSQL."""
+    monkeypatch.setattr(helpers, "cli_database", db_url)
 
 
 def ingest_nights(tmp_path, suite="transformers", nights=NIGHTS, runner="gha"):
