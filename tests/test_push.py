@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers import SUITES, TRACKER, live_server
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
-from tracker import push, queries, store
+from tracker import push, queries, scheduler, store
 from tracker.config import PushConfig, RunnerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest import pushed
@@ -68,7 +68,7 @@ def run_realities(settings: Settings, tmp_path: Path, *files: str, **options) ->
 
 def _comparable(detail: dict) -> dict:
     """A run as both stores must agree on it: everything but their own row ids and paths."""
-    run = {k: v for k, v in detail["run"].items() if k not in ("id", "artifacts")}
+    run = {k: v for k, v in detail["run"].items() if k not in ("id", "artifacts", "origin")}
     results = [{k: v for k, v in r.items() if k != "test_id"} for r in detail["results"]]
     return {"run": run, "results": results}
 
@@ -86,7 +86,12 @@ def test_the_whole_run_arrives_once(central, tmp_path):
         got = queries.run_detail(session, row.remote_id)
     assert sent["format"] == RUN_FORMAT
     assert _comparable(got) == _comparable(sent)
-    assert got["run"]["origin"] == {"store": queries_store_id(local), "run": run_id}
+    assert sent["run"]["origin"] == {
+        "store": queries_store_id(local),
+        "run": run_id,
+        "pushed": False,
+    }
+    assert got["run"]["origin"] == {**sent["run"]["origin"], "pushed": True}
     attempts = [a for r in got["results"] for a in r["attempts"]]
     assert any(a["isolated"] for a in attempts)  # the reruns in fresh processes
     assert {a["outcome"] for a in attempts} >= {"crashed", "passed", "failed"}
@@ -216,9 +221,15 @@ def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
     assert push.send(local, due_only=True) == []  # not before its backoff
     assert push.backoff(local, 3) == timedelta(minutes=2)
     assert push.backoff(local, 30) == timedelta(hours=1)
+    with session_scope(local.database_url) as session:  # the backoff has passed
+        session.execute(update(Outbox).values(next_try_at=datetime.now(UTC)))
+        session.commit()
     with live_server(create_app(central_settings)) as url:
         local.push.url = url
-        (sent,) = push.send(local)  # what `tracker push --pending` does
+        jobs = scheduler.build(local)
+        retry = jobs.get_job("push")  # what the scheduler does every 30 s
+        jobs.shutdown(wait=False)
+        (sent,) = retry.func(*retry.args)
     assert (sent.run_id, sent.created, sent.error) == (run_id, True, None)
     with session_scope(local.database_url) as session:
         assert push.waiting(session) == []
@@ -295,6 +306,8 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
         assert "run 2: stored as run 3" in sent.stdout
         runs = httpx.get(f"{base}/api/v1/suites/example/runs?runner=a2-1").json()["runs"]
         assert len(runs) == 2 and runs[0]["host"] == socket.gethostname()
+        page = httpx.get(f"{base}/runs/{runs[0]['id']}").text
+        assert "pushed from its tracker (run 2 there)" in page
         assert _runner(tmp_path / "a2-1", "push", "--json").stdout.count('"run_id"') == 0
         unknown = _runner(tmp_path / "a2-1", "push", "99")
         assert unknown.returncode == 2 and "no run with id 99" in unknown.stderr

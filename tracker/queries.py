@@ -95,6 +95,7 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
     run["origin"] = {
         "store": origin or store_id(session),
         "run": row[0].origin_run if origin else row[0].id,
+        "pushed": origin is not None,  # made by another store, which sent it here
     }
     return run
 
