@@ -156,6 +156,9 @@ def test_a_forced_status_is_kept_and_outcomes_derived_again(central, tmp_path):
         detail = queries.run_detail(session, run_id)
     detail["run"]["status"], detail["run"]["message"] = RUN_TIMED_OUT, "the run's limit"
     detail["results"][0]["outcome"] = "passed-but-lying"
+    devices = [{"index": 0, "name": "Ascend910B4", "driver": "24.1.0"}]
+    detail["run"]["environment"] |= {"driver": {"not": "text"}, "huge": "x" * 10_000}
+    detail["run"]["environment"]["devices"] = devices
     answer = httpx.post(
         f"{url}/api/v1/runs", json=detail, headers={"Authorization": f"Bearer {TOKEN}"}
     )
@@ -164,6 +167,8 @@ def test_a_forced_status_is_kept_and_outcomes_derived_again(central, tmp_path):
         got = queries.run_detail(session, answer.json()["id"])
     assert (got["run"]["status"], got["run"]["message"]) == (RUN_TIMED_OUT, "the run's limit")
     assert got["results"][0]["outcome"] == detail["results"][0]["attempts"][0]["outcome"]
+    env = got["run"]["environment"]  # facts bounded, typed where they have a column
+    assert env["devices"] == devices and "huge" not in env and env["driver"] is None
 
 
 def test_bad_pushes_are_refused_whole(central, tmp_path, monkeypatch):

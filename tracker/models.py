@@ -38,6 +38,21 @@ class Runner(SQLModel, table=True):
     created_at: datetime
 
 
+# an environment's facts kept in columns of their own (the rest go in `details`)
+ENV_COLUMNS = (
+    "device_kind",
+    "device_model",
+    "device_count",
+    "driver",
+    "cann",
+    "python",
+    "torch",
+    "torch_npu",
+    "triton",
+    "suite_package",
+)
+
+
 class Environment(SQLModel, table=True):
     """What the suite ran on; runs with the same fingerprint count as the same input."""
 

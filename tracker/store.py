@@ -19,6 +19,7 @@ from sqlmodel import Session
 from tracker import quarantine
 from tracker.db import upsert
 from tracker.models import (
+    ENV_COLUMNS,
     Attempt,
     Case,
     Environment,
@@ -37,20 +38,6 @@ from tracker.records import (
     kernel_of,
     summarize,
 )
-
-ENV_COLUMNS = (
-    "device_kind",
-    "device_model",
-    "device_count",
-    "driver",
-    "cann",
-    "python",
-    "torch",
-    "torch_npu",
-    "triton",
-    "suite_package",
-)
-
 
 # One writer at a time per process (web threads, the scheduler's thread): SQLite takes one writer
 # anyway, and a queue here keeps the others from holding pooled connections while they wait.

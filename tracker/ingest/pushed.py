@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tracker.models import ENV_COLUMNS
 from tracker.records import (
     RUN_FORMAT,
     RUN_INFRA,
@@ -34,7 +35,7 @@ from tracker.validate import (
 
 FORCED = (RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED)  # statuses that attempts cannot derive
 MAX_JSON = 512 * 1024 * 1024  # uncompressed; Liger's 2,608 tests with their reruns are ~3 MB
-ENV_KEYS, ENV_VALUE = 64, 500  # an environment is a few dozen short facts
+ENV_KEYS, ENV_BYTES = 64, 4096  # an environment is a few dozen facts and a list of devices
 
 
 class _In(BaseModel):
@@ -111,18 +112,20 @@ def decode(body: bytes, gzipped: bool) -> Any:
 
 
 def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A few short scalar facts; anything else in it is dropped, long text cut."""
+    """The probe's facts: at most ENV_KEYS, each at most ENV_BYTES of JSON (others dropped); those
+    with a column of their own must be text (device_count: a number)."""
     if not env:
         return None
-    kept: dict[str, Any] = {}
-    for key, value in list(env.items())[:ENV_KEYS]:
-        if isinstance(value, str):
-            kept[key[:50]] = value[:ENV_VALUE]
-        elif value is None or isinstance(value, bool | int | float):
-            kept[key[:50]] = value
-    if not isinstance(kept.get("device_count", 0), int):
-        kept.pop("device_count")
-    if isinstance(kept.get("device_kind"), str):
+    kept = {
+        key[:50]: value
+        for key, value in list(env.items())[:ENV_KEYS]
+        if len(json.dumps(value)) <= ENV_BYTES
+    }
+    for key in ENV_COLUMNS:
+        value, wanted = kept.get(key), int if key == "device_count" else str
+        if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
+            del kept[key]
+    if "device_kind" in kept and kept["device_kind"] is not None:
         kept["device_kind"] = kept["device_kind"][:16]
     return kept
 
