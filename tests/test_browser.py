@@ -5,12 +5,16 @@ uvicorn on 127.0.0.1: no console errors, the clicks a maintainer makes, screensh
 from __future__ import annotations
 
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from helpers import fill, live_server
 
+from tracker import store
 from tracker.config import RunnerConfig, Settings
+from tracker.db import session_scope
+from tracker.records import AttemptRecord, RunRecord
 from tracker.web.app import create_app
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -28,6 +32,14 @@ def base_url(tmp_path_factory):
         runner=RunnerConfig(name="ci", device="cpu"),
     )
     fill(settings, tmp)
+    # a second runner with a month of nights: per-runner verdicts, a whole strip of runs
+    now = datetime.now(UTC)
+    with session_scope(settings.database_url) as session:
+        for night in range(30):
+            started = now - timedelta(days=night, hours=2)
+            record = RunRecord("transformers", "a2-8", "runner", started, collected=["t.py::a"])
+            record.attempts = [AttemptRecord("t.py::a", "passed", 1.0)]
+            store.save_run(session, record)
     with live_server(create_app(settings)) as url:
         yield url
 
