@@ -80,8 +80,8 @@ def post(settings: Settings, client: httpx.Client, detail: dict) -> tuple[int, b
         raise PushError(f"{url}: {exc or type(exc).__name__}") from None
     if answer.status_code not in (200, 201):
         try:
-            reason = answer.json().get("detail")
-        except ValueError:
+            reason = answer.json()["detail"]
+        except (ValueError, KeyError, TypeError):
             reason = answer.text[:200]
         raise PushError(f"{url}: {answer.status_code} {reason}")
     try:

@@ -104,9 +104,8 @@ def run(
         if queued and queued.pushed_at:
             err.print(Text(f"pushed to {settings.push.url} as run {queued.remote_id}", "dim"))
         elif queued:
-            err.print(Text(f"not pushed yet ({queued.last_error}); it stays queued and is tried "
-                           "again by the scheduler, or now with: tracker push --pending",
-                           "yellow"))  # fmt: skip
+            why = f"not pushed yet ({queued.last_error}); it stays queued and is tried again by "
+            err.print(Text(why + "the scheduler, or now with: tracker push --pending", "yellow"))
     raise typer.Exit(_status_exit(saved.status))
 
 
@@ -400,10 +399,14 @@ def push_command(
     if not (run_ids or pending):
         with session_scope(settings.database_url) as session:
             rows = [
-                {"run_id": r.run_id, "tries": r.tries, "next_try_at": r.next_try_at.isoformat(),
-                 "last_error": r.last_error}
+                {
+                    "run_id": r.run_id,
+                    "tries": r.tries,
+                    "next_try_at": r.next_try_at.isoformat(),
+                    "last_error": r.last_error,
+                }
                 for r in push.waiting(session)
-            ]  # fmt: skip
+            ]
         if as_json:
             print(json.dumps({"url": settings.push.url, "waiting": rows}))
             return
@@ -417,13 +420,13 @@ def push_command(
     sent = push.send(settings)
     if as_json:
         print(json.dumps({"url": settings.push.url, "sent": [vars(s) for s in sent]}))
+    elif not sent:
+        out.print("nothing waiting")
     for s in [] if as_json else sent:
         if s.error:
             out.print(Text(f"run {s.run_id}: not sent, queued for later: {s.error}", style="red"))
         else:
             what = "stored" if s.created else "was already there"
             out.print(Text(f"run {s.run_id}: {what} as run {s.remote_id} on {settings.push.url}"))
-    if not sent and not as_json:
-        out.print("nothing waiting")
     if any(s.error for s in sent):
         raise typer.Exit(EXIT_FAILED)

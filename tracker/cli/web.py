@@ -44,9 +44,7 @@ def serve(
     ] = True,
     workers: Annotated[
         int,
-        typer.Option(
-            "--workers", min=1, max=64, help="Web worker processes (on PostgreSQL, or one host)."
-        ),
+        typer.Option("--workers", min=1, max=64, help="Web worker processes (best on PostgreSQL)."),
     ] = 1,
 ) -> None:
     """Serve the dashboard, the API and badges.
