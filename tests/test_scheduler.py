@@ -17,13 +17,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from helpers import DATA, SUITES
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tracker import scheduler
 from tracker.config import RunnerConfig, SchedulerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
-from tracker.service import HOST
+from tracker.service import HOST, recover
 
 TOKEN = "trigger-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -260,6 +260,35 @@ def test_trigger_queues_a_run_and_refuses_while_busy(api):
         )
         session.commit()
     assert client.post("/api/v1/suites/ids/trigger", headers=auth).status_code == 409
+
+
+def test_a_request_whose_scheduler_died_does_not_block_run_now(api):
+    """Taken by a scheduler on this host that is gone (a dead pid), or on another host ten
+    minutes ago with no run going: recovery ends both, and `run now` is accepted again. One
+    whose scheduler lives is left alone."""
+    settings, client = api
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    long_ago = datetime.now(UTC) - timedelta(minutes=10)
+
+    def taken(*by: str) -> list[str]:
+        with session_scope(settings.database_url) as session:
+            for claimed_by in by:
+                session.add(
+                    RunRequest(suite="ids", runner="ci", state="started", requested_at=long_ago,
+                               claimed_by=claimed_by, claimed_at=long_ago)
+                )  # fmt: skip
+            session.commit()
+        recover(settings)
+        with session_scope(settings.database_url) as session:
+            return list(session.execute(select(RunRequest.state).order_by(RunRequest.id)).scalars())
+
+    assert taken(f"{HOST}:{dead}", "elsewhere:1") == ["done", "done"]
+    assert client.post("/api/v1/suites/ids/trigger", headers=AUTH).status_code == 202
+    with session_scope(settings.database_url) as session:
+        session.execute(update(RunRequest).values(state="done"))
+        session.commit()
+    assert taken(f"{HOST}:{os.getpid()}")[-1] == "started"  # this process lives
 
 
 def test_schedule_endpoint_shows_the_next_run(db_url, tmp_path):

@@ -208,6 +208,10 @@ class RunRequest(SQLModel, table=True):
     state: str = Field(max_length=16)  # queued, started, done
     requested_at: datetime
     run_id: int | None = None
+    # the scheduler process that took it (host:pid), and when: if it dies, recovery ends the
+    # request, which would otherwise refuse every later `run now` as busy
+    claimed_by: str | None = Field(default=None, max_length=200)
+    claimed_at: datetime | None = None
 
 
 class StoreMeta(SQLModel, table=True):

@@ -385,15 +385,22 @@ def slowest(session: Session, run_id: int, limit: int = 10) -> list[dict[str, An
     return [dict(zip(("test_id", "nodeid", "duration", "outcome"), r, strict=True)) for r in rows]
 
 
+def running(session: Session, suite: str, runner: str) -> bool:
+    """A run of the suite on the runner is running."""
+    return (
+        session.execute(
+            select(Run.id)
+            .join(Suite, Suite.id == Run.suite_id)
+            .join(Runner, Runner.id == Run.runner_id)
+            .where(Suite.name == suite, Runner.name == runner, Run.status == "running")
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
 def busy(session: Session, suite: str, runner: str) -> bool:
     """A run of the suite on the runner is running, or a `run now` request waits or runs."""
-    running = session.execute(
-        select(Run.id)
-        .join(Suite, Suite.id == Run.suite_id)
-        .join(Runner, Runner.id == Run.runner_id)
-        .where(Suite.name == suite, Runner.name == runner, Run.status == "running")
-        .limit(1)
-    ).first()
     waiting = session.execute(
         select(RunRequest.id)
         .where(
@@ -403,7 +410,7 @@ def busy(session: Session, suite: str, runner: str) -> bool:
         )
         .limit(1)
     ).first()
-    return running is not None or waiting is not None
+    return waiting is not None or running(session, suite, runner)
 
 
 def state_stamp(session: Session, suite_id: int) -> tuple:

@@ -101,7 +101,9 @@ def poll_requests() -> None:
         claimed = session.execute(
             update(RunRequest)
             .where(RunRequest.id == request_id, RunRequest.state == "queued")
-            .values(state="started")
+            .values(
+                state="started", claimed_by=f"{HOST}:{os.getpid()}", claimed_at=datetime.now(UTC)
+            )
         ).rowcount
         session.commit()
     if not claimed:

@@ -23,7 +23,7 @@ from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest.reportlog import parse_reportlog
-from tracker.models import Investigation, Run, Runner, Suite
+from tracker.models import Investigation, Run, Runner, RunRequest, Suite
 from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
 from tracker.runner import bisect, polluter
 from tracker.runner.execute import Reporter, execute, job_for, run_folder
@@ -329,7 +329,30 @@ def recover(settings: Settings) -> list[int]:
                 "during the run; the results it had written are kept",
             )
             closed.append(run.id)
+        _end_orphaned_requests(session, now)
     return closed
+
+
+def _end_orphaned_requests(session: Session, now: datetime) -> None:
+    """A `run now` request taken by a scheduler that died stays `started`, and every later
+    request would be refused as busy: end it once its claimer is gone (a dead pid here; elsewhere
+    no running run of its suite and runner, LAPSE after the claim)."""
+    for request in session.execute(
+        select(RunRequest).where(RunRequest.state == "started")
+    ).scalars():
+        host, _, pid = (request.claimed_by or "").rpartition(":")
+        if host == HOST and pid.isdigit():
+            gone = not _alive(int(pid))
+        else:
+            claimed = request.claimed_at or request.requested_at
+            gone = now - claimed > LAPSE and not queries.running(
+                session, request.suite, request.runner
+            )
+        if gone:
+            request.state = "done"
+            who = request.claimed_by or "unknown"
+            log.warning("run-now request %s ended: its scheduler (%s) is gone", request.id, who)
+    session.commit()
 
 
 def keep_recovering(settings: Settings, stop: threading.Event) -> None:

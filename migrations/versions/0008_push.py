@@ -8,6 +8,9 @@ Each database gets an id of its own (`store_meta.store_id`). A run pushed from i
 centrally with that id and its local run id (`run.origin`, `run.origin_run`), unique together: a
 push that is retried after a lost answer stores nothing twice.
 
+A `run now` request records the scheduler process that took it (`claimed_by`, `claimed_at`), so
+that recovery can end one whose scheduler died.
+
 Also: 0006 made `run.heartbeat_at` a timestamp without time zone; on PostgreSQL it is now one with,
 as every other time column (SQLite stores both alike).
 """
@@ -37,6 +40,11 @@ def upgrade() -> None:
                 existing_type=sa.DateTime(),
                 existing_nullable=True,
             )
+    with op.batch_alter_table("run_request", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("claimed_by", sqlmodel.AutoString(length=200), nullable=True))
+        batch_op.add_column(
+            sa.Column("claimed_at", sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True)
+        )
     meta = op.create_table(
         "store_meta",
         sa.Column("key", sqlmodel.AutoString(length=50), nullable=False),
@@ -61,6 +69,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("outbox")
     op.drop_table("store_meta")
+    with op.batch_alter_table("run_request", schema=None) as batch_op:
+        batch_op.drop_column("claimed_at")
+        batch_op.drop_column("claimed_by")
     with op.batch_alter_table("run", schema=None) as batch_op:
         batch_op.drop_index("ux_run_origin")
         batch_op.drop_column("origin_run")
