@@ -84,6 +84,13 @@ def test_flaky_broken_and_clusters(nights):
     assert [(b["nodeid"], b["broken_since"], b["last_good"]) for b in data["broken"]] == [
         (C, "c2", "c1")
     ]
+    runs = {
+        r["commit"]: r["id"] for r in json.loads(tracker(nights, "runs", "--json").stdout)["runs"]
+    }
+    assert (data["broken"][0]["broken_run"], data["broken"][0]["good_run"]) == (
+        runs["c2"],
+        runs["c1"],
+    )
     found = json.loads(tracker(nights, "clusters", "--suite", "transformers", "--json").stdout)
     sizes = {c["signature"]: c["size"] for c in found["clusters"]}
     assert sizes == {

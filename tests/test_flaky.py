@@ -68,6 +68,7 @@ def test_verdicts(pattern, commits, verdict, evidence):
 def test_broken_since_names_the_commit():
     s = judge(history("PPPPFFFF", "aaaabbbb"))[1]
     assert (s.verdict, s.broken_since, s.last_good) == ("broken", "b", "a")
+    assert (s.broken_run, s.good_run) == (4, 3)  # the test page compares their environments
     assert s.flip_rate == pytest.approx(1 / 7)
 
 

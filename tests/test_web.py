@@ -478,3 +478,11 @@ def test_the_suite_page_compares_runners(tmp_path):
     row = re.search(r"test_x</a></td><td>(\w+)</td><td>(\w+)</td>", page)
     assert row and row.groups() == ("flaky", "stable")  # a2-1, a2-8: sorted by name
     assert "test_y</a>" not in page.split("Runners compared")[1].split("</table>")[0]
+
+
+def test_a_broken_test_links_to_what_changed_when_it_broke(client):
+    (broken, *_) = client.get("/api/v1/suites/transformers/flaky").json()["broken"]
+    page = client.get(f"/tests/{broken['test_id']}").text
+    link = f"/runs/{broken['broken_run']}?against={broken['good_run']}"
+    assert f'href="{link}"' in page
+    assert f'Against run <a href="/runs/{broken["good_run"]}"' in client.get(link).text

@@ -47,6 +47,9 @@ class CaseStats:
     evidence: dict[str, Any] = field(default_factory=dict)
     broken_since: str | None = None  # first failing commit of a regression
     last_good: str | None = None
+    # the runs on either side of the break: their environments, compared, say what changed
+    broken_run: int | None = None
+    good_run: int | None = None
     order_dependent: bool = False
     ran_before: list[str] = field(default_factory=list)
     quarantined: bool = False
@@ -83,6 +86,8 @@ class CaseStats:
             "evidence": self.evidence,
             "broken_since": self.broken_since,
             "last_good": self.last_good,
+            "broken_run": self.broken_run,
+            "good_run": self.good_run,
             "order_dependent": self.order_dependent,
             "ran_before": self.ran_before,
             "quarantined": self.quarantined,
@@ -145,8 +150,8 @@ def judge(
         elif not s.sequence[-1] and n_flips == 1:
             first_fail = next(i for i, ob in enumerate(rows) if ob.first != PASSED)
             s.verdict = BROKEN
-            s.broken_since = rows[first_fail].commit
-            s.last_good = rows[first_fail - 1].commit
+            s.broken_since, s.broken_run = rows[first_fail].commit, rows[first_fail].run_id
+            s.last_good, s.good_run = rows[first_fail - 1].commit, rows[first_fail - 1].run_id
         else:
             s.verdict = STABLE  # one failure long ago, fixed since: not enough to call flaky
     return stats
