@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from helpers import SUITES, TRACKER, live_server
 from sqlalchemy import func, select, update
 
@@ -224,6 +225,7 @@ def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
         wait = row.next_try_at - datetime.now(UTC)
         assert timedelta(seconds=20) < wait <= timedelta(seconds=30)
     assert push.send(local, due_only=True) == []  # not before its backoff
+    assert "1 run not yet pushed to" in TestClient(create_app(local)).get("/").text
     assert push.backoff(local, 3) == timedelta(minutes=2)
     assert push.backoff(local, 30) == timedelta(hours=1)
     with session_scope(local.database_url) as session:  # the backoff has passed

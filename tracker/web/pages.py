@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from tracker import quarantine, queries
+from tracker import push, quarantine, queries
 from tracker.analysis import history
 from tracker.analysis.clusters import signature
 from tracker.analysis.flaky import NO_DATA
@@ -70,7 +70,9 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
                 "next_run": upcoming.get(suite) if runner == settings.runner.name else None,
             }
         )
-    return render(request, "overview.html", cards=cards)
+    # a runner host's own dashboard says when its runs are not reaching the central one
+    unsent = push.waiting(session) if settings.push.url else []
+    return render(request, "overview.html", cards=cards, unsent=unsent, push_url=settings.push.url)
 
 
 def compare_runners(
