@@ -201,6 +201,18 @@ class RunRequest(SQLModel, table=True):
     """`run now` asked over HTTP; the scheduler process picks it up."""
 
     __tablename__ = "run_request"
+    __table_args__ = (
+        # one waiting or started request per suite and runner, however many web workers take
+        # `run now` at the same moment
+        Index(
+            "ux_request_one_open",
+            "suite",
+            "runner",
+            unique=True,
+            sqlite_where=text("state IN ('queued', 'started')"),
+            postgresql_where=text("state IN ('queued', 'started')"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     suite: str = Field(max_length=200, index=True)

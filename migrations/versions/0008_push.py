@@ -9,7 +9,8 @@ centrally with that id and its local run id (`run.origin`, `run.origin_run`), un
 push that is retried after a lost answer stores nothing twice.
 
 A `run now` request records the scheduler process that took it (`claimed_by`, `claimed_at`), so
-that recovery can end one whose scheduler died.
+that recovery can end one whose scheduler died; and there is at most one open (queued or started)
+request per suite and runner, where two web workers could each add one before.
 
 Also: 0006 made `run.heartbeat_at` a timestamp without time zone; on PostgreSQL it is now one with,
 as every other time column (SQLite stores both alike).
@@ -45,6 +46,19 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("claimed_at", sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True)
         )
+    op.execute(  # the newest open request of each suite and runner stays open
+        "UPDATE run_request SET state = 'done' WHERE state IN ('queued', 'started') AND id NOT IN "
+        "(SELECT MAX(id) FROM run_request WHERE state IN ('queued', 'started') "
+        "GROUP BY suite, runner)"
+    )
+    op.create_index(
+        "ux_request_one_open",
+        "run_request",
+        ["suite", "runner"],
+        unique=True,
+        sqlite_where=sa.text("state IN ('queued', 'started')"),
+        postgresql_where=sa.text("state IN ('queued', 'started')"),
+    )
     meta = op.create_table(
         "store_meta",
         sa.Column("key", sqlmodel.AutoString(length=50), nullable=False),
@@ -69,6 +83,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("outbox")
     op.drop_table("store_meta")
+    op.drop_index("ux_request_one_open", table_name="run_request")
     with op.batch_alter_table("run_request", schema=None) as batch_op:
         batch_op.drop_column("claimed_at")
         batch_op.drop_column("claimed_by")

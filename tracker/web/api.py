@@ -20,6 +20,7 @@ from fastapi import (
 from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import IntegrityError
 
 from tracker import queries, store
 from tracker.analysis import history
@@ -353,9 +354,14 @@ def trigger(suite: SuiteName, session: SessionDep, settings: SettingsDep) -> dic
     except ConfigError as exc:
         raise HTTPException(404, str(exc)) from None
     runner = settings.runner.name
+    busy = HTTPException(409, f"{suite} is already running or queued on {runner}")
     if queries.busy(session, suite, runner):
-        raise HTTPException(409, f"{suite} is already running or queued on {runner}")
+        raise busy
     request = RunRequest(suite=suite, runner=runner, state="queued", requested_at=datetime.now(UTC))
     session.add(request)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # another worker queued one since the check
+        session.rollback()
+        raise busy from None
     return {"request_id": request.id, "suite": suite, "runner": runner, "state": request.state}
