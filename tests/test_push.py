@@ -210,6 +210,14 @@ def test_bad_pushes_are_refused_whole(central, tmp_path, monkeypatch):
     with session_scope(central_settings.database_url) as session:
         assert session.execute(select(func.count()).select_from(Run)).scalar() == 0
 
+    # a server that refuses the record (here: it reads another format) is not asked again soon
+    monkeypatch.setattr(pushed, "RUN_FORMAT", "tracker-run/2")
+    push.push_after_run(local, run_id)
+    with session_scope(local.database_url) as session:
+        (row,) = push.waiting(session)
+    assert "400 unsupported format" in row.last_error
+    assert row.next_try_at - datetime.now(UTC) > timedelta(minutes=59)
+
 
 def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
     central_settings = Settings(database_url=db_url, data_dir=tmp_path / "c", token=TOKEN)

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from helpers import DATA, SUITES
 from sqlalchemy import select, update
 
-from tracker import scheduler
+from tracker import push, scheduler
 from tracker.config import RunnerConfig, SchedulerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
@@ -338,7 +338,7 @@ def test_retention_prunes_old_results_and_keeps_runs(db_url, tmp_path):
     from tracker.records import AttemptRecord, RunRecord
 
     with session_scope(settings.database_url) as session:
-        for age in (30, 1):
+        for age in (30, 20, 1):
             store.save_run(
                 session,
                 RunRecord(
@@ -350,12 +350,15 @@ def test_retention_prunes_old_results_and_keeps_runs(db_url, tmp_path):
                     attempts=[AttemptRecord("t.py::a", "passed")],
                 ),
             )
+        old_unsent = runs(settings)[1].id
+        push.enqueue(session, [old_unsent])  # the central server has been down for 20 days
     scheduler._settings = settings
     scheduler.prune()
     kept = runs(settings)
-    assert [r.counts for r in kept] == [{"passed": 1}, {"passed": 1}]  # summaries stay
+    assert [r.counts for r in kept] == [{"passed": 1}] * 3  # summaries stay
     with session_scope(settings.database_url) as session:
-        assert [r.run_id for r in session.execute(select(Result)).scalars()] == [kept[1].id]
+        results = session.execute(select(Result.run_id).order_by(Result.run_id)).scalars()
+        assert list(results) == [old_unsent, kept[2].id]  # a run not yet pushed stays whole
 
 
 def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):

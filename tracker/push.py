@@ -30,6 +30,16 @@ FIRST_RETRY = timedelta(seconds=30)  # then doubled after each failure, up to th
 class PushError(RuntimeError):
     """The central server did not take the run; the message says what it answered."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """The server read the run and will not store it: sending it again soon changes nothing
+        (until the server is upgraded), so it waits the longest backoff."""
+        return self.status in (400, 413)
+
 
 @dataclass
 class Sent:
@@ -83,7 +93,7 @@ def post(settings: Settings, client: httpx.Client, detail: dict) -> tuple[int, b
             reason = answer.json()["detail"]
         except (ValueError, KeyError, TypeError):
             reason = answer.text[:200]
-        raise PushError(f"{url}: {answer.status_code} {reason}")
+        raise PushError(f"{url}: {answer.status_code} {reason}", answer.status_code)
     try:
         stored = answer.json()
         return int(stored["id"]), bool(stored["created"])
@@ -107,7 +117,7 @@ def send(settings: Settings, due_only: bool = False) -> list[Sent]:
             try:
                 remote, created = post(settings, client, detail)
             except PushError as exc:
-                done.append(_failed(settings, run_id, str(exc)))
+                done.append(_failed(settings, run_id, str(exc), exc.refused))
                 continue
             with session_scope(url) as session:
                 session.execute(
@@ -121,13 +131,14 @@ def send(settings: Settings, due_only: bool = False) -> list[Sent]:
     return done
 
 
-def _failed(settings: Settings, run_id: int, error: str) -> Sent:
+def _failed(settings: Settings, run_id: int, error: str, refused: bool = False) -> Sent:
     with session_scope(settings.database_url) as session:
         row = session.get(Outbox, run_id)
         if row is not None:
             row.tries += 1
             row.last_error = error[:500]
-            row.next_try_at = datetime.now(UTC) + backoff(settings, row.tries)
+            wait = backoff(settings, 99 if refused else row.tries)
+            row.next_try_at = datetime.now(UTC) + wait
             session.commit()
             log.warning("run %s not pushed (try %d): %s", run_id, row.tries, error)
     return Sent(run_id, error=error)

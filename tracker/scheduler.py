@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from tracker import push, store
 from tracker.config import Settings, SuiteConfig, cron_trigger
 from tracker.db import get_engine, session_scope
-from tracker.models import Attempt, Result, Run, RunRequest, RunSlot
+from tracker.models import Attempt, Outbox, Result, Run, RunRequest, RunSlot
 from tracker.service import HOST, RECOVER_EVERY_S, log, recover, run_and_store
 
 _settings: Settings | None = None  # the jobs run in the process that started the scheduler
@@ -124,15 +124,17 @@ def poll_requests() -> None:
 
 
 def prune() -> None:
-    """Drop tests' results and attempts of runs older than the retention; keep runs and counts."""
+    """Drop tests' results and attempts of runs older than the retention; keep runs and counts,
+    and the whole of a run still waiting to be pushed."""
     settings = _settings
     assert settings is not None
     days = settings.scheduler.retention_days
     if not days:
         return
     cutoff = datetime.now(UTC) - timedelta(days=days)
+    unsent = select(Outbox.run_id).where(Outbox.pushed_at.is_(None))  # kept until pushed
     with session_scope(settings.database_url) as session:
-        old = select(Run.id).where(Run.started_at < cutoff)
+        old = select(Run.id).where(Run.started_at < cutoff, Run.id.not_in(unsent))
         attempts = session.execute(delete(Attempt).where(Attempt.run_id.in_(old))).rowcount
         results = session.execute(delete(Result).where(Result.run_id.in_(old))).rowcount
         session.commit()
