@@ -26,6 +26,13 @@ def _fk(target: str, *, nullable: bool = False, index: bool = True) -> Any:
     )
 
 
+def _unique_where(name: str, *columns: str, where: str) -> Index:
+    """A partial unique index, the same on SQLite and PostgreSQL: the locks are rows."""
+    return Index(
+        name, *columns, unique=True, sqlite_where=text(where), postgresql_where=text(where)
+    )
+
+
 class Suite(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, max_length=200)
@@ -76,14 +83,7 @@ class Run(SQLModel, table=True):
         Index("ix_run_suite_runner_started", "suite_id", "runner_id", "started_at"),
         Index("ix_run_suite_started", "suite_id", "started_at"),
         # the lock: at most one running run per suite and runner, across processes and hosts
-        Index(
-            "ux_run_one_running",
-            "suite_id",
-            "runner_id",
-            unique=True,
-            sqlite_where=text("status = 'running'"),
-            postgresql_where=text("status = 'running'"),
-        ),
+        _unique_where("ux_run_one_running", "suite_id", "runner_id", where="status = 'running'"),
         # a pushed run is stored once: its store's id and its id there
         Index("ux_run_origin", "origin", "origin_run", unique=True),
     )
@@ -204,13 +204,8 @@ class RunRequest(SQLModel, table=True):
     __table_args__ = (
         # one waiting or started request per suite and runner, however many web workers take
         # `run now` at the same moment
-        Index(
-            "ux_request_one_open",
-            "suite",
-            "runner",
-            unique=True,
-            sqlite_where=text("state IN ('queued', 'started')"),
-            postgresql_where=text("state IN ('queued', 'started')"),
+        _unique_where(
+            "ux_request_one_open", "suite", "runner", where="state IN ('queued', 'started')"
         ),
     )
 
