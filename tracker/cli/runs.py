@@ -413,7 +413,8 @@ def push_command(
         out.print(f"{plural(len(rows), 'run')} waiting for {settings.push.url}")
         for row in rows:
             next_try = row["next_try_at"][:19].replace("T", " ")
-            out.print(f"  run {row['run_id']}: tried {row['tries']} times, next at {next_try}")
+            tried = plural(row["tries"], "time")
+            out.print(f"  run {row['run_id']}: tried {tried}, next at {next_try}")
             if row["last_error"]:
                 out.print(Text(f"    {row['last_error']}", style="dim"))
         return
