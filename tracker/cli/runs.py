@@ -128,11 +128,8 @@ def polluter(
     settings = state.settings()
     name = suite_name(suite)
     try:
-        suite_cfg = settings.suite(name)
-        found = find_polluter(settings, suite_cfg, test, run_id)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    except (queries.NotFound, store.Busy) as exc:
+        found = find_polluter(settings, settings.suite(name), test, run_id)
+    except (ConfigError, queries.NotFound, store.Busy) as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
