@@ -182,7 +182,10 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(6)  # the ids pass, then test_hang sleeps
+    deadline = time.monotonic() + 60
+    while _passed(tmp_path) < 3 and time.monotonic() < deadline:  # the ids pass...
+        time.sleep(0.1)
+    time.sleep(1)  # ...then test_hang sleeps
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     shown = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)
@@ -195,6 +198,17 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         for p in Path("/proc").glob("[0-9]*/cmdline")
         if b"tracker_plugin" in _read(p) and str(tmp_path).encode() in _read(p)
     ]
+
+
+def _passed(folder: Path) -> int:
+    """Tests passed so far, from the reportlogs of the runs under `folder`."""
+    reports = [
+        json.loads(line)
+        for log in folder.glob("tracker-data/runs/*/*/p*.reportlog.jsonl")
+        for line in log.read_text().splitlines()
+        if line.endswith("}")  # a line being written is left for the next look
+    ]
+    return sum(r.get("when") == "call" and r["outcome"] == "passed" for r in reports)
 
 
 def _read(path: Path) -> bytes:

@@ -118,7 +118,9 @@ def test_messages_and_tracebacks_are_bounded(run_suite):
 
 
 def test_run_timeout_keeps_what_finished(run_suite):
-    detail = run_suite("test_hang.py", "test_outcomes.py", run_timeout=2.5, reruns=0)
+    # the limit falls in test_hard_hang (after test_hang's 2 s, before the 4 s watchdog) for a
+    # start of up to ~4 s on a loaded machine
+    detail = run_suite("test_hang.py", "test_outcomes.py", test_timeout=2, run_timeout=6, reruns=0)
     assert detail["run"]["status"] == "timed_out"
     got = outcomes(detail)
     assert got["test_hang.py::test_hang"] == ("timeout", ["timeout"])
@@ -219,7 +221,11 @@ def test_pytest_output_is_bounded(tmp_path):
 
 def test_run_limit_cut_does_not_fail_its_kernel(run_suite, settings):
     detail = run_suite(
-        "test_hang.py", run_timeout=2.5, reruns=0, deselect=["test_hang.py::test_hang"]
+        "test_hang.py",
+        test_timeout=2,  # the watchdog (4 s) comes after the run's limit
+        run_timeout=4,
+        reruns=0,
+        deselect=["test_hang.py::test_hang"],
     )
     assert detail["run"]["status"] == "timed_out"
     assert outcomes(detail)["test_hang.py::test_hard_hang"][0] == "interrupted"
