@@ -110,6 +110,9 @@ def test_postgres_profile_and_the_cann_pin(compose):
     assert "ports" not in pg  # reached on the compose network only
     assert "pg_isready" in pg["healthcheck"]["test"]
     assert "postgres-data" in compose["volumes"]
+    # the tracker waits for the database when the profile is on, and starts without it when not
+    wait = compose["services"]["tracker"]["depends_on"]["postgres"]
+    assert wait == {"condition": "service_healthy", "required": False}
     # Liger pins NPU at CANN 9.1.0 (with torch 2.9.0, torch_npu 2.9.0, triton-ascend 3.2.2)
     cann = compose["services"]["tracker"]["build"]["args"]["CANN_IMAGE"]
     assert cann.startswith("ascendai/cann:9.1.0-")
