@@ -112,7 +112,7 @@ def run_suite(settings: Settings, tmp_path: Path):
             path=suite_path or SUITES / suite,
             python=sys.executable,
             args=list(args) or ["."],
-            env={"FIXTURE_STATE": str(state)},
+            env={"FIXTURE_STATE": str(state), **options.pop("env", {})},
             **{"test_timeout": 1, "run_timeout": 120, "reruns": 1, **options},
         )
         record = execute(settings, config)

@@ -44,8 +44,8 @@ def test_cut_tests_go_first_then_the_longest():
         ["c.py::new"],
         ["b.py::fast", "b.py::new"],
     ]
-    groups = plan.order(nodeids, expected)
-    assert plan.loads(groups, expected, 2) == [30.0, 6.0 + 6.0 + 0.2 + 0.2]
+    predicted = plan.simulate(nodeids, expected, {"w0": "", "w1": ""})
+    assert predicted.busy == {"w0": 30.0, "w1": 6.0 + 6.0 + 0.2 + 0.2}
 
 
 def test_a_cut_without_a_finished_attempt_is_still_first():
@@ -162,13 +162,14 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     assert tracker(tmp_path, "plan", "s", config=config).returncode == 2  # nothing stored yet
     tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "ci")
     planned = json.loads(tracker(tmp_path, "plan", "s", "--json").stdout)
-    assert [f["nodeid"] for f in planned["first"]] == [
-        "u.py::cut",
+    assert [t["nodeid"] for t in planned["long_tests"]] == [
         "t.py::slow",
         "t.py::mid",
+        "u.py::cut",
         "t.py::fast",
     ]
-    assert planned["first"][0]["cut"] is True
-    # LPT: cut 12 and slow 30 start; mid 20 joins the cut slot (32), fast 5 the slow one (35)
-    assert planned["slots"] == [32.0, 35.0]
-    assert planned["predicted_wall"] == 35.0
+    assert planned["long_tests"][2]["cut"] is True
+    assert {t["sharing"] for t in planned["long_tests"]} == {"unknown"}  # no timeline in JUnit
+    # cut first, then longest: cut 12 and slow 30 start; mid 20 follows cut (32), fast 5 slow (35)
+    assert planned["predicted_end"] == 35.0
+    assert planned["done_by_minute"] == {"1": 4}

@@ -113,6 +113,8 @@ class Run(SQLModel, table=True):
     # a run pushed by a runner's tracker: that store's id (StoreMeta) and the run's id there
     origin: str | None = Field(default=None, max_length=64)
     origin_run: int | None = None
+    # "warm" or "cold": the compiled-kernel cache a run of ours started with (None: unknown)
+    kernel_cache: str | None = Field(default=None, max_length=8)
 
 
 class Case(SQLModel, table=True):

@@ -21,7 +21,7 @@ from tracker.models import (
     StoreMeta,
     Suite,
 )
-from tracker.records import FAILING, RUN_FORMAT
+from tracker.records import FAILING, RUN_FORMAT, RUN_RUNNING, Sample
 
 
 class NotFound(LookupError):
@@ -58,6 +58,7 @@ def run_dict(run: Run, suite: str, runner: str) -> dict[str, Any]:
         "quarantined_failures": run.quarantined_failures,
         "message": run.message,
         "artifacts": run.artifacts,
+        "kernel_cache": run.kernel_cache,
         "host": run.host,
     }
 
@@ -431,28 +432,37 @@ def state_stamp(session: Session, suite_id: int) -> tuple:
     return (*runs, *quarantined)
 
 
-def recent_first_attempts(
-    session: Session, suite: str, runner: str, runs: int = 10
-) -> dict[str, list[tuple[float, str]]]:
-    """Each test's first attempts in the last `runs` runs of the suite on the runner: what the
-    run plan learns durations from."""
+def recent_attempts(session: Session, suite: str, runner: str, runs: int = 10) -> list[Sample]:
+    """Every attempt of the last `runs` runs of the suite on the runner, with when and where it
+    ran: what the run plan learns durations and device sharing from."""
     last = (
         select(Run.id)
         .join(Suite, Suite.id == Run.suite_id)
         .join(Runner, Runner.id == Run.runner_id)
-        .where(Suite.name == suite, Runner.name == runner, Run.status != "running")
+        .where(Suite.name == suite, Runner.name == runner, Run.status != RUN_RUNNING)
         .order_by(Run.started_at.desc())
         .limit(runs)
         .subquery()
     )
-    out: dict[str, list[tuple[float, str]]] = {}
-    for nodeid, duration, outcome in session.execute(
-        select(Case.nodeid, Attempt.duration, Attempt.outcome)
+    rows = session.execute(
+        select(
+            Attempt.run_id,
+            Case.nodeid,
+            Attempt.number,
+            Attempt.duration,
+            Attempt.outcome,
+            Attempt.started_at,
+            Attempt.worker,
+            Run.kernel_cache,
+        )
         .join(Case, Case.id == Attempt.test_id)
-        .where(Attempt.run_id.in_(select(last.c.id)), Attempt.number == 1)
-    ).all():
-        out.setdefault(nodeid, []).append((duration, outcome))
-    return out
+        .join(Run, Run.id == Attempt.run_id)
+        .where(Attempt.run_id.in_(select(last.c.id)))
+    ).all()
+    return [
+        Sample(run, nodeid, number, duration, outcome, started, worker, cache and cache == "warm")
+        for run, nodeid, number, duration, outcome, started, worker, cache in rows
+    ]
 
 
 def replay_order(

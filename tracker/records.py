@@ -25,9 +25,23 @@ XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED = (
     "timeout",
     "interrupted",
 )
+# a timeout or crash beside tests that fill the same device, never confirmed alone: the tracker's
+# own co-scheduling may have caused it, so it is no evidence either way (like `interrupted`)
+UNCONFIRMED = "unconfirmed"
 # final-only outcomes
 FLAKY, NOT_RUN = "flaky", "not_run"
-ATTEMPT_OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED)
+ATTEMPT_OUTCOMES = (
+    PASSED,
+    FAILED,
+    ERROR,
+    SKIPPED,
+    XFAILED,
+    XPASSED,
+    CRASHED,
+    TIMEOUT,
+    INTERRUPTED,
+    UNCONFIRMED,
+)
 FINAL_OUTCOMES = (*ATTEMPT_OUTCOMES, FLAKY, NOT_RUN)
 # a first attempt with one of these is rerun alone and makes a run fail unless the rerun passes
 FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
@@ -105,6 +119,7 @@ class RunRecord:
     message: str | None = None
     environment: dict[str, Any] | None = None
     artifacts: str | None = None
+    kernel_cache: str | None = None  # "warm" or "cold": the compiled-kernel cache it started with
 
     def by_test(self) -> dict[str, list[AttemptRecord]]:
         """Attempts grouped per test, every collected test present, in suite order."""
@@ -112,6 +127,25 @@ class RunRecord:
         for attempt in self.attempts:
             grouped.setdefault(attempt.nodeid, []).append(attempt)
         return grouped
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One stored attempt, with when and where it ran: what the run plan learns from."""
+
+    run: int
+    nodeid: str
+    number: int  # 1: the first attempt; later: a rerun
+    duration: float
+    outcome: str
+    started_at: datetime | None = None
+    worker: str | None = None  # the slot: `d0w3` ran on device 0
+    warm: bool | None = None  # the run's compiled-kernel cache was warm
+
+    @property
+    def device(self) -> str:
+        worker = self.worker or ""
+        return worker[1:].split("w", 1)[0] if worker.startswith("d") and "w" in worker else ""
 
 
 @dataclass
@@ -127,13 +161,15 @@ class FileResults:
 def final_outcome(attempts: list[AttemptRecord]) -> str:
     """The first attempt decides, except that a test with a failed and a passed attempt is flaky
     (our reruns, or another tool's retries in any order). A skipped attempt before one that ran is
-    a retry as TestNG reports it: the attempt that ran decides."""
+    a retry as TestNG reports it, and an unconfirmed one was followed by a rerun alone: the
+    attempt that ran (alone) decides."""
     if not attempts:
         return NOT_RUN
     outcomes = [a.outcome for a in attempts]
     if PASSED in outcomes and any(o in FAILING for o in outcomes):
         return FLAKY
-    return next((o for o in outcomes if o != SKIPPED), outcomes[0])
+    # an unconfirmed attempt says nothing: the rerun alone that followed it decides
+    return next((o for o in outcomes if o not in (SKIPPED, UNCONFIRMED)), outcomes[0])
 
 
 def summarize(
@@ -150,7 +186,7 @@ def summarize(
         status = RUN_INFRA
     elif any(deciding[o] for o in (*FAILING, NOT_RUN)):
         status = RUN_FAILED
-    elif deciding[INTERRUPTED]:
+    elif deciding[INTERRUPTED] or deciding[UNCONFIRMED]:
         status = RUN_INTERRUPTED
     elif deciding[FLAKY]:
         status = RUN_FLAKY

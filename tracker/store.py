@@ -106,6 +106,7 @@ def _start_run(session: Session, record: RunRecord, host: str | None, pid: int |
         ref=record.ref,
         started_at=record.started_at,
         artifacts=record.artifacts,
+        kernel_cache=record.kernel_cache,
     )
     session.add(run)
     try:
@@ -209,6 +210,7 @@ def _save_run(session: Session, record: RunRecord, run: Run | None) -> Run:
     )
     run.message = record.message
     run.artifacts = record.artifacts
+    run.kernel_cache = record.kernel_cache
     run.environment_id = _environment(session, record.environment)
     session.add(run)
     session.flush()

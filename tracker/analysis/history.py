@@ -10,7 +10,7 @@ from sqlalchemy import and_, select
 from sqlmodel import Session
 
 from tracker.models import Attempt, Case, Quarantine, Result, Run, Runner, Suite
-from tracker.records import FAILING, PASSED, RUN_RUNNING, SKIPPED
+from tracker.records import FAILING, PASSED, RUN_RUNNING, SKIPPED, UNCONFIRMED
 
 
 class UnknownName(LookupError):
@@ -127,8 +127,9 @@ def observations(
 
 def _first(first: str | None, final: str) -> str:
     """The first attempt is the evidence (reruns are the tracker's help), except a skip that a
-    retry followed: TestNG reports its retried attempts as SKIP, the attempt that ran decides."""
-    if first is None or (first == SKIPPED and final in (PASSED, *FAILING)):
+    retry followed (TestNG reports its retried attempts as SKIP) and an unconfirmed one (a
+    timeout beside tests that filled its device): the attempt that ran alone decides."""
+    if first is None or (first in (SKIPPED, UNCONFIRMED) and final in (PASSED, *FAILING)):
         return final
     return first
 

@@ -317,17 +317,18 @@ def db_upgrade() -> None:
 @app.command("plan")
 def plan_command(
     suite: Annotated[str, typer.Argument(help="A suite from the config.")],
-    slots: Annotated[
+    devices: Annotated[
         int | None,
-        typer.Option("--slots", min=1, help="Default: configured devices x workers_per_device."),
+        typer.Option("--devices", min=1, help="Default: the configured devices, else 1."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next run's plan: order, slots, wall time.
+    """The next run's plan: how each test shares its device, the order, the predicted end.
 
-    From the last run's tests and their recent durations: the order the tests go out in, the
-    predicted wall time, each slot's load, and the tests without history."""
-    from tracker.runner import plan
+    From the last run's tests and the runner's recent runs: each long test's time alone and
+    whether it fills its device (its slowdown beside other long tests), the chain of filling
+    tests each device runs one at a time, and the predicted end and tests done by each minute."""
+    from tracker.runner import plan, share
 
     settings = state.settings()
     try:
@@ -340,31 +341,55 @@ def plan_command(
         if not last:
             raise fail(f"no run of {suite} on {runner} stored yet: nothing to plan from")
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
-        history = queries.recent_first_attempts(session, suite, runner)
-    expected = plan.estimates(nodeids, history)
-    groups = plan.order(nodeids, expected, config.group)
-    count = slots or len(settings.runner.devices or [0]) * config.workers_per_device
-    loads = plan.loads(groups, expected, count)
-    first = [
-        {"nodeid": n, "seconds": round(expected[n].seconds, 1), "cut": expected[n].cut}
-        for g in groups[:10]
-        for n in g
+        samples = queries.recent_attempts(session, suite, runner)
+    sharing = share.learn(samples)
+    expected = plan.estimates(nodeids, share.first_attempts(samples), sharing)
+    count = devices or len(settings.runner.devices or [0])
+    slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
+    predicted = plan.simulate(nodeids, expected, slots, config.group)
+    by_minute = {
+        m: sum(1 for t, _ in predicted.done_by if t <= 60 * m)
+        for m in range(1, int(predicted.end // 60) + 2)
+    }
+    long = sorted(
+        (n for n in nodeids if expected[n].seconds >= share.LONG),
+        key=lambda n: -expected[n].seconds,
+    )
+    tests = [
+        {
+            "nodeid": n,
+            "seconds": round(expected[n].seconds, 1),
+            "cut": expected[n].cut,
+            "sharing": sharing[n].kind if n in sharing else "unknown",
+            "slowed": [sharing[n].slowed, sharing[n].busy] if n in sharing else None,
+        }
+        for n in long
     ]
     unknown = sum(1 for e in expected.values() if not e.known)
     if as_json:
-        print(json.dumps({"suite": suite, "runner": runner, "predicted_wall": round(max(loads), 1),
-                          "slots": [round(x, 1) for x in loads], "first": first,
+        print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
+                          "predicted_end": round(predicted.end, 1),
+                          "done_by_minute": by_minute, "long_tests": tests,
                           "without_history": unknown}))  # fmt: skip
         return
+    fills = [t for t in tests if t["sharing"] == "fills"]
     out.print(
-        f"{suite} on {runner}: {len(nodeids)} tests, {count} slots, "
-        f"predicted {max(loads):.0f} s (busy per slot: {', '.join(f'{x:.0f}' for x in loads)} s)"
+        f"{suite} on {runner}: {len(nodeids)} tests, {count} device(s) x "
+        f"{config.workers_per_device} slots; predicted end {predicted.end:.0f} s after the "
+        f"first test"
     )
-    out.print(f"{unknown} tests without history (their file's or the suite's median is used)")
-    out.print("handed out first:")
-    for item in first:
-        out.print(Text(f"  {item['seconds']:>7.1f} s{' cut' if item['cut'] else ''}  "))
-        out.print(Text(f"    {item['nodeid']}"))
+    out.print(
+        f"{len(fills)} long tests fill their device (run one at a time per device, "
+        f"{sum(t['seconds'] for t in fills):.0f} s alone in all); "
+        f"{len(tests) - len(fills)} other tests of {share.LONG:g} s or more; "
+        f"{unknown} tests without history"
+    )
+    out.print("tests done by minute: " + ", ".join(f"{m}: {n}" for m, n in by_minute.items()))
+    out.print("longest tests (seconds expected, how they share the device, slowed / with company):")
+    for t in tests[:20]:
+        slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
+        out.print(Text(f"  {t['seconds']:>7.1f} s  {t['sharing']:<7}  {slowed:>5}"))
+        out.print(Text(f"    {t['nodeid']}"))
 
 
 @app.command("push")

@@ -79,6 +79,7 @@ class RunIn(_In):
     message: str | None = Field(default=None, max_length=20_000)
     host: str | None = Field(default=None, max_length=200)
     environment: dict[str, Any] | None = None
+    kernel_cache: Literal["warm", "cold"] | None = None
 
 
 class PushedRun(_In):
@@ -164,6 +165,7 @@ def read_pushed(data: Any) -> Pushed:
         environment=_environment(run.environment),
         # a folder on the runner's host: never a path the central server would read files from
         artifacts=None,
+        kernel_cache=run.kernel_cache,
     )
     for result in pushed.results:
         for a in sorted(result.attempts, key=lambda a: a.number):

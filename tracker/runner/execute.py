@@ -6,10 +6,12 @@ RunRecord for the store.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,9 +26,10 @@ from tracker.records import (
     RUN_TIMED_OUT,
     AttemptRecord,
     RunRecord,
+    Sample,
     bound_nodeid,
 )
-from tracker.runner import plan
+from tracker.runner import plan, share
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.feed import Feed
 from tracker.runner.probe import probe
@@ -69,6 +72,17 @@ def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> 
     return folder.resolve()
 
 
+def kernel_cache(settings: Settings, suite: SuiteConfig) -> tuple[dict[str, str], str | None]:
+    """The environment that keeps the suite's compiled kernels between runs, and whether the
+    cache is warm. A suite that sets TRITON_CACHE_DIR itself keeps its own (state unknown)."""
+    if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
+        return {}, None
+    folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    warm = next(folder.iterdir(), None) is not None
+    return {"TRITON_CACHE_DIR": str(folder.resolve())}, "warm" if warm else "cold"
+
+
 def job_for(
     settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
 ) -> Job:
@@ -77,13 +91,25 @@ def job_for(
         python=suite.python,
         cwd=suite.path,
         args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env=dict(suite.env),
+        env={**kernel_cache(settings, suite)[0], **suite.env},
         workdir=workdir,
         test_timeout=suite.test_timeout,
         deadline=deadline,
         fatal_regex=fatal_regex(settings.fatal_patterns),
         use_pytest_timeout=bool(env.get("pytest_timeout")),
     )
+
+
+class Phases:
+    """Seconds from the run's start to the end of each phase, kept in the run's folder
+    (`phases.json`): where a run's start-up time goes (bench/README.md)."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        self.path, self.t0, self.marks = path, t0, {}
+
+    def mark(self, phase: str) -> None:
+        self.marks[phase] = round(time.monotonic() - self.t0, 3)
+        self.path.write_text(json.dumps(self.marks), encoding="utf-8")
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
@@ -221,7 +247,12 @@ def execute(
         return record
 
     on_start(record)
-    found = probe(suite, settings.runner)
+    phases = Phases(workdir / "phases.json", t0)
+    with ThreadPoolExecutor(1) as pool:  # the store's history is read while the probe runs
+        history = pool.submit(_history, settings, suite)
+        found = probe(suite, settings.runner)
+        phases.mark("probe")
+        samples = history.result()
     record.environment = found.env
     if found.problem:
         return finish(RUN_INFRA, found.problem)
@@ -229,12 +260,13 @@ def execute(
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
         return finish(RUN_INFRA, f"checkout failed: {exc}")
+    phases.mark("checkout")
 
+    record.kernel_cache = kernel_cache(settings, suite)[1]
     job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
-    with session_scope(settings.database_url) as session:
-        history = queries.recent_first_attempts(session, suite.name, settings.runner.name)
+    history, sharing = share.first_attempts(samples), share.learn(samples)
     feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
 
@@ -243,15 +275,14 @@ def execute(
         with execution.lock:
             if feed.filled:
                 return
+            phases.mark("collected")
             nodeids.extend(collected)
-            expected = plan.estimates(nodeids, history)
-            groups = plan.order(nodeids, expected, suite.group)
-            ranked = plan.ranked(groups, expected, suite.group)
-            weights = [sum(expected[n].seconds for n in g) for g in groups[:ranked]]
-            feed.fill(groups, ranked, weights)
+            expected = plan.estimates(nodeids, history, sharing)
+            plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 
     attempts, collect_errors = execution.pull(slots, feed, plan_run)
+    phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
     record.attempts.extend([*collect_errors, *attempts])
     if not feed.filled:
@@ -260,21 +291,13 @@ def execute(
     if not record.collected:
         return finish(RUN_INFRA, "collection found no tests")
 
-    # by_test() holds ids as stored (over-long ones cut); pytest selects by the whole id.
-    # Collection errors are not rerun: there is no test to run.
-    runnable = {bound_nodeid(n): n for n in nodeids}
-    for _ in range(suite.reruns):
-        retry = [
-            runnable[n]
-            for n, atts in record.by_test().items()
-            if n in runnable
-            and atts
-            and atts[0].outcome in FAILING
-            and all(a.outcome != PASSED for a in atts)
-        ]
-        if not retry or execution.timed_out:
-            break
-        record.attempts.extend(execution.in_parallel(slots, ([n] for n in retry), rerun=True))
+    _rerun(record, execution, slots, suite.reruns, {bound_nodeid(n): n for n in nodeids})
+    share.settle(record)
+    phases.mark("reruns")
+    starts = [a.started_at for a in attempts if a.started_at]
+    if starts:
+        phases.marks["first_test"] = round((min(starts) - started).total_seconds(), 3)
+        phases.mark("end")
 
     notes = "; ".join(execution.notes)[:4000] or None
     if execution.timed_out:
@@ -283,3 +306,41 @@ def execute(
             f"run_timeout of {suite.run_timeout:g} s reached" + (f"; {notes}" if notes else ""),
         )
     return finish(None, notes)
+
+
+def _history(settings: Settings, suite: SuiteConfig) -> list[Sample]:
+    with session_scope(settings.database_url) as session:
+        return queries.recent_attempts(session, suite.name, settings.runner.name)
+
+
+def _rerun(
+    record: RunRecord,
+    execution: _Execution,
+    slots: list[Slot],
+    reruns: int,
+    runnable: dict[str, str],
+) -> None:
+    """Rerun each failure alone in a fresh process, up to `reruns` times, side by side. A
+    timeout or crash that had long tests beside it on its device is rerun with the device to
+    itself (one slot per device, after the others), even with `reruns = 0`: until then it
+    is not evidence (`share.settle`). `runnable`: ids as stored -> as pytest selects them
+    (over-long ones are cut in the store); collection errors are not rerun."""
+    per_device = {slot.device: slot for slot in slots}
+    for round_ in range(max(reruns, 1)):
+        tests, contended = record.by_test(), share.contended(record)
+        retry = [
+            n
+            for n, atts in tests.items()
+            if n in runnable
+            and atts
+            and atts[0].outcome in FAILING
+            and all(a.outcome != PASSED for a in atts)
+        ]
+        confirm = [n for n in retry if n in contended and len(tests[n]) == 1]
+        again = [n for n in retry if n not in confirm] if round_ < reruns else []
+        confirm, again = [runnable[n] for n in confirm], [runnable[n] for n in again]
+        if not (confirm or again) or execution.timed_out:
+            return
+        record.attempts.extend(execution.in_parallel(slots, ([n] for n in again), rerun=True))
+        alone = execution.in_parallel(list(per_device.values()), ([n] for n in confirm), True)
+        record.attempts.extend(alone)

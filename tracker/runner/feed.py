@@ -19,6 +19,11 @@ class Feed:
     and compiled kernels instead of each process compiling every kernel. A slot that needs a
     new place starts at the longest free stretch, in its middle when another slot is already
     heading into it (xdist's worksteal, one test at a time).
+
+    Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
+    form one chain per device, balanced by expected time (longest to the least loaded device),
+    each chain shortest first, and a device runs one of them at a time, beside the light work.
+    A device whose chain is done takes the longest test left in another device's chain.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -35,19 +40,55 @@ class Feed:
         self.after: dict[str, int] = {}  # where each taker's stretch carries on
         self.current: dict[str, deque[str]] = {}
         self.returned: deque[deque[str]] = deque()
+        self.chains: dict[str, list[tuple[float, list[str]]]] = {}  # device -> filling groups
+        self.filling: dict[str, str] = {}  # taker -> the device whose one filling slot it holds
         self.lock = threading.Lock()
 
     def fill(
-        self, groups: list[list[str]], ranked: int | None = None, weights: list[float] | None = None
+        self,
+        groups: list[list[str]],
+        ranked: int | None = None,
+        weights: list[float] | None = None,
+        fills: list[bool] | None = None,
     ) -> None:
-        """`weights`: the ranked groups' expected seconds."""
+        """`weights`: the ranked groups' expected seconds; `fills`: which of them fill a
+        device."""
         with self.lock:
-            self.groups = [list(g) for g in groups if g]
-            self.ranked = len(self.groups) if ranked is None else ranked
-            self.weights = weights or [1.0] * self.ranked
+            groups = [list(g) for g in groups if g]
+            ranked = len(groups) if ranked is None else ranked
+            weights = weights or [1.0] * ranked
+            fills = fills or [False] * ranked
+            keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
+            self._chain([(weights[i], groups[i]) for i in range(ranked) if fills[i]])
+            self.groups = [groups[i] for i in keep]
+            self.ranked = sum(1 for i in keep if i < ranked)
+            self.weights = [weights[i] for i in keep if i < ranked]
             self.free = [True] * len(self.groups)
             self.short_free = len(self.groups) - self.ranked
             self.filled = True
+
+    def _chain(self, filling: list[tuple[float, list[str]]]) -> None:
+        devices = sorted(set(self.device.values())) or [""]
+        load = dict.fromkeys(devices, 0.0)
+        self.chains = {d: [] for d in devices}
+        for weight, group in sorted(filling, key=lambda x: -x[0]):
+            device = min(devices, key=lambda d: load[d])
+            load[device] += weight
+            self.chains[device].append((weight, group))
+        for chain in self.chains.values():
+            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
+
+    def _next_filling(self, device: str) -> list[str] | None:
+        """The device's next filling group, if it runs none: its own chain's shortest, else the
+        longest left in the chain with the most work left."""
+        if device in self.filling.values():
+            return None
+        if self.chains.get(device):
+            return self.chains[device].pop()[1]
+        donors = [c for c in self.chains.values() if c]
+        if not donors:
+            return None
+        return max(donors, key=lambda c: sum(w for w, _ in c)).pop(0)[1]
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -62,15 +103,20 @@ class Feed:
 
     def _release(self, taker: str) -> None:
         self.running[self.device.get(taker, "")] -= self.holding.pop(taker, 0.0)
+        self.filling.pop(taker, None)
 
     def _next_group(self, taker: str) -> deque[str] | None:
         if self.returned:
             return self.returned.popleft()
+        device = self.device.get(taker, "")
+        if (chained := self._next_filling(device)) is not None:
+            self.filling[taker] = device
+            return deque(chained)
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
             return None
-        spread = self.running[self.device.get(taker, "")] <= min(self.running.values())
+        spread = self.running[device] <= min(self.running.values())
         if self.head < self.ranked and (spread or not self.short_free):
             i = self.head
         else:
@@ -80,7 +126,7 @@ class Feed:
         self.free[i] = False
         if i < self.ranked:
             self.holding[taker] = self.weights[i]
-            self.running[self.device.get(taker, "")] += self.weights[i]
+            self.running[device] += self.weights[i]
         else:
             self.short_free -= 1
         self.after[taker] = i + 1
@@ -114,4 +160,8 @@ class Feed:
         with self.lock:
             if not self.filled:
                 return True
-            return bool(self.returned or self.current.get(taker) or any(self.free[self.head :]))
+            device = self.device.get(taker, "")
+            chained = device not in self.filling.values() and any(self.chains.values())
+            return bool(
+                self.returned or self.current.get(taker) or chained or any(self.free[self.head :])
+            )

@@ -6,17 +6,23 @@ the store: the median of its recent first attempts on this runner. A test that w
 timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
 never last: cut tests go first. A test with no history takes its file's median, else the suite's.
 Durations are compared in whole seconds, so the many short tests keep the suite's order.
+
+A test that fills its device (`share.learn`) is expected to take its time alone: it will run
+alone among its kind, in its device's chain (see `Feed`). `simulate` replays the hand-out with
+the expected times to predict the run's end and how many tests are done by each minute.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 
-from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, file_of
+from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, UNCONFIRMED, file_of
+from tracker.runner.feed import Feed
+from tracker.runner.share import LONG, Sharing
 
-CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED})
+CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class Estimate:
     seconds: float
     cut: bool = False  # a recent attempt was cut: `seconds` is a lower bound
     known: bool = True  # from the test's own history, not a prior
+    fills: bool | None = None  # fills its device (share.learn); None: not known
 
 
 def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
@@ -38,8 +45,20 @@ def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
     return Estimate(seconds, cut=bool(cut))
 
 
-def estimates(nodeids: list[str], history: dict[str, list[tuple[float, str]]]) -> dict:
+def estimates(
+    nodeids: list[str],
+    history: dict[str, list[tuple[float, str]]],
+    sharing: dict[str, Sharing] | None = None,
+) -> dict:
+    """Each test's Estimate; with `sharing`, a long test that fills its device is expected to
+    take its time alone (it will not have company of its kind)."""
     known = {n: e for n in nodeids if (e := estimate(history.get(n, [])))}
+    for nodeid, e in known.items():
+        view = (sharing or {}).get(nodeid)
+        if view is not None and view.fills is not None:
+            alone = view.alone if view.fills and view.alone and not e.cut else e.seconds
+            fills = view.fills and alone >= LONG
+            known[nodeid] = replace(e, seconds=alone, fills=fills)
     by_file: dict[str, list[float]] = {}
     for nodeid, e in known.items():
         by_file.setdefault(file_of(nodeid), []).append(e.seconds)
@@ -80,10 +99,39 @@ def ranked(groups: list[list[str]], expected: dict[str, Estimate], group: str = 
     return sum(1 for (n,) in groups if expected[n].cut or int(expected[n].seconds) >= 1)
 
 
-def loads(groups: list[list[str]], expected: dict[str, Estimate], slots: int) -> list[float]:
-    """Each slot's predicted busy time when the groups are pulled in this order."""
-    heap = [(0.0, i) for i in range(max(1, slots))]
-    for group in groups:
-        load, slot = heapq.heappop(heap)
-        heapq.heappush(heap, (load + sum(expected[n].seconds for n in group), slot))
-    return [load for load, _ in sorted(heap, key=lambda x: x[1])]
+def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: str) -> None:
+    """Hand the run's tests to the feed: ranked, weighed, the device-filling ones marked."""
+    groups = order(nodeids, expected, group)
+    count = ranked(groups, expected, group)
+    weights = [sum(expected[n].seconds for n in g) for g in groups[:count]]
+    fills = [any(expected[n].fills for n in g) for g in groups[:count]]
+    feed.fill(groups, count, weights, fills)
+
+
+@dataclass
+class Prediction:
+    end: float  # seconds from the first test to the last one's end
+    busy: dict[str, float]  # each slot's busy seconds
+    done_by: list[tuple[float, int]]  # (seconds, tests done by then), one per finished test
+
+
+def simulate(
+    nodeids: list[str], expected: dict[str, Estimate], slots: dict[str, str], group: str = "test"
+) -> Prediction:
+    """Run the hand-out with the expected times: `slots` maps each slot to its device."""
+    feed = Feed(slots)
+    fill(feed, nodeids, expected, group)
+    clock = [(0.0, name) for name in sorted(slots)]
+    busy = dict.fromkeys(slots, 0.0)
+    done: list[float] = []
+    while clock:
+        now, name = heapq.heappop(clock)
+        nodeid = feed.take(name)
+        if nodeid is None:
+            continue
+        seconds = expected[nodeid].seconds
+        busy[name] += seconds
+        done.append(now + seconds)
+        heapq.heappush(clock, (now + seconds, name))
+    done.sort()
+    return Prediction(max(done, default=0.0), busy, [(t, i + 1) for i, t in enumerate(done)])

@@ -242,6 +242,7 @@ class Watch:
                     "when": "setup",
                     "outcome": "passed",
                     "duration": 0.0,
+                    "start": time.time() - ran_for,  # the timeline and the company need it
                 }
             )
         self.parser.close_open(outcome, why)

@@ -18,6 +18,7 @@ COLORS = {
     "timed_out": "#bc4c00",
     "infra_error": "#6e7781",
     "interrupted": "#8c959f",
+    "unconfirmed": "#8c959f",
     "running": "#0969da",
     "skipped": "#afb8c1",
     "xfailed": "#afb8c1",

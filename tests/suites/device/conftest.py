@@ -1,0 +1,36 @@
+"""A simulated device that some tests fill. Each slice of their work holds an exclusive lock (flock
+on one file in FIXTURE_STATE), so tests that fill it at the same time take turns and all of them
+stretch, as kernels that fill a GPU do. Light tests and sleepers never touch it."""
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+SLICE = 0.05
+
+
+class Device:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def use(self, seconds: float) -> None:
+        with self.path.open("a") as fh:
+            left = seconds
+            while left > 0:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                time.sleep(min(SLICE, left))
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                left -= SLICE
+                time.sleep(0.002)  # a test waiting for the device takes its turn
+
+
+@pytest.fixture
+def device() -> Device:
+    return Device(Path(os.environ.get("FIXTURE_STATE", "/tmp")) / "device.lock")
+
+
+def fill_seconds() -> float:
+    return float(os.environ.get("FILL_S", "1.2"))

@@ -1,0 +1,161 @@
+"""How tests share a device: the model learned from the runs' timelines, the per-device chains
+of the tests that fill a device, and no failure made by the tracker's own co-scheduling. The
+device of the fixture suite `device` is an exclusive lock taken in turns (see its conftest)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from helpers import SUITES, outcomes
+
+from tracker.records import (
+    PASSED,
+    TIMEOUT,
+    UNCONFIRMED,
+    AttemptRecord,
+    RunRecord,
+    Sample,
+    final_outcome,
+)
+from tracker.runner import share
+from tracker.runner.feed import Feed
+
+pytestmark = pytest.mark.sqlite_only  # the runner side: a runner host keeps its own SQLite store
+
+T0 = datetime(2026, 11, 30, 22, tzinfo=UTC)
+
+
+def _at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_tests_that_took_turns_fill_the_device_and_sleepers_share_it():
+    samples = [
+        # night 1: each long test alone on its device (a light one beside it does not count)
+        *(Sample(1, f"f.py::test_fill[{i}]", 1, 2.0, PASSED, _at(2 * i), "d0w0") for i in range(3)),
+        *(
+            Sample(1, f"s.py::test_sleep[{i}]", 1, 3.0, PASSED, _at(3 * i), "d1w1")
+            for i in range(2)
+        ),
+        Sample(1, "l.py::test_light", 1, 0.1, PASSED, _at(0), "d0w2"),
+        # night 2: the three fills started together and took turns (6 s each); the sleepers
+        # ran beside each other at their usual speed; a fill on device 1 had no company there
+        *(Sample(2, f"f.py::test_fill[{i}]", 1, 6.0, PASSED, _at(0), f"d0w{i}") for i in range(2)),
+        Sample(2, "f.py::test_fill[2]", 1, 2.0, PASSED, _at(0), "d1w0"),
+        *(
+            Sample(2, f"s.py::test_sleep[{i}]", 1, 3.1, PASSED, _at(10), f"d0w{i}")
+            for i in range(2)
+        ),
+    ]
+    model = share.learn(samples)
+    assert model["f.py::test_fill[0]"] == share.Sharing(alone=2.0, fills=True, busy=2, slowed=2)
+    assert model["f.py::test_fill[2]"].fills  # its function's cases are pooled: same kernel
+    assert model["s.py::test_sleep[1]"] == share.Sharing(alone=3.0, fills=False, busy=2, slowed=0)
+    assert model["l.py::test_light"].fills is None  # never had company: unknown
+    # a warm night's times are preferred: the cold one's compile time is not waiting
+    cold = Sample(3, "f.py::test_fill[0]", 1, 0.5, PASSED, _at(0), "d0w0", warm=False)
+    warm = [Sample(s.run, s.nodeid, 1, s.duration, s.outcome, s.started_at, s.worker, True)
+            for s in samples]  # fmt: skip
+    assert share.learn([cold, *warm])["f.py::test_fill[0]"].alone == 2.0
+
+
+def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
+    feed = Feed({"d0w0": "0", "d0w1": "0", "d0w2": "0"})
+    heavy = [["h.py::a"], ["h.py::b"], ["h.py::c"]]
+    light = [[f"l.py::t{i}"] for i in range(6)]
+    feed.fill(heavy + light, ranked=3, weights=[30, 10, 20], fills=[True, True, True])
+    # the chain starts at once, shortest first; the other slots take light work meanwhile
+    assert [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")] == ["h.py::b", "l.py::t0", "l.py::t3"]
+    assert feed.take("d0w1") == "l.py::t1"  # the device already runs a filling test
+    assert feed.take("d0w0") == "h.py::c"  # b is done: the next of the chain
+    assert [t for w in ("d0w1", "d0w2") * 4 if (t := feed.take(w))] == [
+        "l.py::t2", "l.py::t4", "l.py::t5",
+    ]  # fmt: skip
+    assert not feed.pending("d0w1")  # no light work left, and the device's one heavy is taken
+    assert feed.take("d0w0") == "h.py::a"
+    assert feed.take("d0w0") is None
+
+
+def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
+    feed = Feed({"d0w0": "0", "d1w0": "1"})
+    groups = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]
+    feed.fill(groups, ranked=4, weights=[50, 40, 30, 20], fills=[True] * 4)
+    # LPT: a (50) to d0, b (40) to d1, c (30) to d1, d (20) to d0: 70 each; shortest first
+    assert feed.take("d0w0") == "h.py::d" and feed.take("d1w0") == "h.py::c"
+    assert feed.take("d1w0") == "h.py::b"
+    assert feed.take("d1w0") == "h.py::a"  # d1's chain is done: it takes d0's longest
+    assert feed.take("d0w0") is None
+
+
+def _attempt(nodeid, outcome, start, duration, worker, isolated=False):
+    return AttemptRecord(nodeid, outcome, duration, started_at=_at(start), worker=worker,
+                         isolated=isolated)  # fmt: skip
+
+
+def test_a_timeout_beside_filling_work_counts_only_once_confirmed_alone():
+    def record(*later: AttemptRecord) -> RunRecord:
+        run = RunRecord("s", "r", "runner", T0, collected=["f.py::a", "f.py::b", "f.py::c"])
+        run.attempts = [
+            _attempt("f.py::a", TIMEOUT, 0, 30, "d0w0"),
+            _attempt("f.py::b", PASSED, 0, 20, "d0w1"),
+            _attempt("f.py::c", TIMEOUT, 0, 30, "d1w0"),  # alone on device 1: a real timeout
+            *later,
+        ]
+        return run
+
+    cut = record()  # the run's limit came before the rerun alone
+    assert share.settle(cut) == 1
+    tests = cut.by_test()
+    assert tests["f.py::a"][0].outcome == UNCONFIRMED
+    assert "beside 1 long test(s) on the same device (b)" in tests["f.py::a"][0].message
+    assert "never run alone" in tests["f.py::a"][0].message
+    assert final_outcome(tests["f.py::a"]) == UNCONFIRMED
+    assert tests["f.py::c"][0].outcome == TIMEOUT
+
+    passed_alone = record(_attempt("f.py::a", PASSED, 40, 5, "d0w0", isolated=True))
+    share.settle(passed_alone)
+    assert final_outcome(passed_alone.by_test()["f.py::a"]) == PASSED  # not flaky: no evidence
+
+    confirmed = record(_attempt("f.py::a", TIMEOUT, 40, 30, "d0w0", isolated=True))
+    assert share.settle(confirmed) == 0
+    assert final_outcome(confirmed.by_test()["f.py::a"]) == TIMEOUT
+
+
+def _overlaps(detail: dict, prefix: str) -> list[tuple[str, str]]:
+    spans = []
+    for r in detail["results"]:
+        for a in r["attempts"]:
+            if r["nodeid"].startswith(prefix) and a["started_at"]:
+                start = datetime.fromisoformat(a["started_at"]).timestamp()
+                spans.append((start, start + a["duration"], r["nodeid"]))
+    spans.sort()
+    return [(a[2], b[2]) for i, a in enumerate(spans) for b in spans[i + 1 :] if b[0] < a[1] - 0.05]
+
+
+def test_filling_tests_learned_from_one_night_run_one_at_a_time_the_next(run_suite, settings):
+    options = {
+        "suite": "device",
+        "suite_path": SUITES / "device",
+        "workers_per_device": 3,
+        "group": "file",  # no history: the three fill files go out at once, to the three slots
+        "test_timeout": 2.5,
+        "reruns": 0,  # a contended timeout is still confirmed alone
+        "env": {"FILL_S": "1.0"},
+    }
+    first = run_suite(**options)
+    assert first["run"]["kernel_cache"] == "cold"
+    got = outcomes(first)
+    fills = [f"test_fill_{x}.py::test_fill" for x in "abc"]
+    # three tests that each need 1 s of the device took turns: 3 s each, past the 2.5 s limit;
+    # each one rerun alone passed, so the timeouts were the tracker's making and count for nothing
+    timed_out = [n for n in fills if got[n][1][0] == UNCONFIRMED]
+    assert len(timed_out) >= 2, got
+    assert all(got[n] == (PASSED, [UNCONFIRMED, PASSED]) for n in timed_out)
+    assert first["run"]["status"] == "passed"
+
+    second = run_suite(**options)
+    assert second["run"]["kernel_cache"] == "warm"  # test_light left compiled kernels behind
+    assert all(outcomes(second)[n] == (PASSED, [PASSED]) for n in fills)
+    assert _overlaps(second, "test_fill") == []  # one at a time
+    assert second["run"]["status"] == "passed"

@@ -1,0 +1,193 @@
+"""How tests share a device, learned from the runs before.
+
+Some kernel tests fill a GPU or NPU: started together, they take turns on it, so running two at
+once is no faster than one after the other, and each one's time stretches until the per-test
+timeout turns the wait into a false failure. Others (the many short tests, and long tests that
+wait on the CPU, a lock-free sleep, a compiler) share a device well. Which is which is read from
+each runner's own history, never from a list:
+
+- a test's time alone is the fastest it finished without company in recent runs;
+- each attempt of a long test had company: the other long tests that ran on the same device at
+  the same time, counted as the share of its time they overlapped it (`company` 1.0: one other
+  long test beside it all along);
+- an attempt with company of at least half a test that took at least 1.5x its time alone was
+  slowed by it: the device did not do both at once.
+
+A test function (its parametrized cases pooled: they run the same kernel) fills its device when
+at least a quarter of its attempts with company were slowed, and shares it otherwise. Until
+one of its tests was seen both alone and with company it is unknown, and the run lets it share
+(as before this model): its timeline then says.
+Runs with a warm compiled-kernel cache are preferred, so that compiling is not read as waiting.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tracker.models import MESSAGE_MAX
+from tracker.records import (
+    CRASHED,
+    FAILING,
+    INTERRUPTED,
+    TIMEOUT,
+    UNCONFIRMED,
+    AttemptRecord,
+    RunRecord,
+    Sample,
+    bound,
+)
+
+LONG = 1.0  # seconds: shorter tests never hold a device long enough to matter
+BUSY = 0.5  # company, in tests, from which an attempt says how the test shares
+SLOWED = 1.5  # time with company / time alone, from which the company slowed it
+CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The model's view of one test."""
+
+    alone: float | None  # seconds, the fastest it finished; None: it never did
+    fills: bool | None  # None: never ran with company
+    busy: int = 0  # its function's attempts with company
+    slowed: int = 0  # of which slowed
+
+    @property
+    def kind(self) -> str:
+        return {True: "fills", False: "shares", None: "unknown"}[self.fills]
+
+
+def function_of(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def preferred(samples: list[Sample]) -> list[Sample]:
+    """The samples of warm-cache runs when there are any: a cold run's times include compiling."""
+    warm = [s for s in samples if s.warm]
+    return warm or samples
+
+
+def first_attempts(samples: list[Sample]) -> dict[str, list[tuple[float, str]]]:
+    """(duration, outcome) of each test's first attempts: what the plan's estimates read."""
+    out: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    by_test: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.number == 1:
+            by_test[s.nodeid].append(s)
+    for nodeid, own in by_test.items():
+        out[nodeid] = [(s.duration, s.outcome) for s in preferred(own)]
+    return dict(out)
+
+
+def _company(samples: list[Sample]) -> dict[int, float]:
+    """Index of each timed long attempt -> the long tests beside it on its device, in tests."""
+    spans: dict[tuple[int, str], list[tuple[float, float, int]]] = defaultdict(list)
+    for i, s in enumerate(samples):
+        if s.started_at is not None and s.duration >= LONG:
+            start = s.started_at.timestamp()
+            spans[(s.run, s.device)].append((start, start + s.duration, i))
+    overlap: dict[int, float] = defaultdict(float)
+    for group in spans.values():
+        group.sort()
+        for a, (_, end, i) in enumerate(group):
+            for other_start, other_end, j in group[a + 1 :]:
+                if other_start >= end:
+                    break
+                both = min(end, other_end) - other_start
+                overlap[i] += both
+                overlap[j] += both
+    return {i: overlap[i] / max(end - start, 1e-9) for g in spans.values() for start, end, i in g}
+
+
+def learn(samples: list[Sample]) -> dict[str, Sharing]:
+    """Each test's time alone and whether it fills its device (see the module's docstring)."""
+    samples = preferred(samples)
+    company = _company(samples)
+    alone: dict[str, float] = {}
+    for i, s in enumerate(samples):
+        if s.outcome not in CUT and company.get(i, 0.0) < BUSY:
+            alone[s.nodeid] = min(s.duration, alone.get(s.nodeid, s.duration))
+    busy: dict[str, int] = defaultdict(int)  # per function: attempts with company
+    slowed: dict[str, int] = defaultdict(int)  # of which slowed
+    for i, s in enumerate(samples):
+        quiet = alone.get(s.nodeid)
+        if quiet is None or company.get(i, 0.0) < BUSY or s.outcome in (CRASHED, INTERRUPTED):
+            continue
+        busy[function_of(s.nodeid)] += 1
+        slowed[function_of(s.nodeid)] += s.duration >= SLOWED * quiet
+    out: dict[str, Sharing] = {}
+    for nodeid in {s.nodeid for s in samples}:
+        fn = function_of(nodeid)
+        fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else None
+        out[nodeid] = Sharing(alone.get(nodeid), fills, busy[fn], slowed[fn])
+    return out
+
+
+def _by(samples: list[Sample], key) -> dict[str, list[Sample]]:
+    out: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        out[key(s)].append(s)
+    return out
+
+
+def _device(worker: str | None) -> str:
+    return Sample(0, "", 1, 0.0, "", worker=worker).device
+
+
+def _span(a: AttemptRecord) -> tuple[float, float] | None:
+    if a.started_at is None:
+        return None
+    start = a.started_at.timestamp()
+    return start, start + a.duration
+
+
+def company(attempt: AttemptRecord, attempts: list[AttemptRecord]) -> list[AttemptRecord]:
+    """The long attempts that ran beside this one on its device."""
+    span = _span(attempt)
+    if span is None:
+        return []
+    device = _device(attempt.worker)
+    beside = []
+    for other in attempts:
+        if other is attempt or other.duration < LONG or _device(other.worker) != device:
+            continue
+        other_span = _span(other)
+        if other_span and other_span[0] < span[1] and other_span[1] > span[0]:
+            beside.append(other)
+    return beside
+
+
+def contended(record: RunRecord) -> dict[str, list[AttemptRecord]]:
+    """Tests whose first attempt timed out or crashed beside long tests on the same device: the
+    company may have caused it, so it counts only once a run alone confirms it."""
+    out = {}
+    for nodeid, attempts in record.by_test().items():
+        failed = attempts and attempts[0].outcome in (TIMEOUT, CRASHED)
+        if failed and (beside := company(attempts[0], record.attempts)):
+            out[nodeid] = beside
+    return out
+
+
+def settle(record: RunRecord) -> int:
+    """Make a contended failure `unconfirmed` (no evidence either way) unless an attempt alone
+    (no long test beside it on its device) failed too; the first attempt alone decides, as a
+    rerun does. The same rule for our runs and for ingested ones. Returns how many were."""
+    settled = 0
+    for nodeid, beside in contended(record).items():
+        attempts = record.by_test()[nodeid]
+        alone = next((a for a in attempts[1:] if not company(a, record.attempts)), None)
+        if alone is not None and alone.outcome in (TIMEOUT, CRASHED, *FAILING):
+            continue  # confirmed alone
+        names = ", ".join(b.nodeid.rsplit("::", 1)[-1][:80] for b in beside[:3])
+        why = "passed alone" if alone else "never run alone (the run's limit came first)"
+        for a in attempts[: attempts.index(alone) if alone is not None else len(attempts)]:
+            if a.outcome in (TIMEOUT, CRASHED):
+                a.message = bound(
+                    f"unconfirmed: {a.outcome} after {a.duration:.0f} s beside {len(beside)} long "
+                    f"test(s) on the same device ({names}); {why}. {a.message or ''}",
+                    MESSAGE_MAX,
+                )
+                a.outcome = UNCONFIRMED
+        settled += 1
+    return settled
