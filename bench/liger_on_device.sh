@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Runs Liger-Kernel 0.8.5's test/transformers through `tracker run` on a CUDA machine (the CUDA
-# path of the suite stands in for the Ascend NPU). Expects, under .device/ (git-ignored):
-#   whl/                      the tracker's wheel and its dependencies' wheels (Python 3.12)
-#   liger_kernel-0.8.5/       the unpacked source archive (src/ and test/ are enough)
-# Environment: FILES (default test/transformers), RUN_TIMEOUT (s), WPD (pytest processes per GPU),
-# OUT (where the database and the JSON land), RUNNER (the runner's name; default h200-<n>gpu).
-# A .device/tracker.db from an earlier call is the history the run plans with (copy it back
-# from OUT); the plan reads the history of the runner of that name. XDIST_S=N: then plain `pytest -n <slots>
-# --dist worksteal`, each worker pinned to GPU (worker % GPUs), for at most N seconds;
-# XDIST_S=rest: for what is left of a 10-minute device call (575 s from the script's start).
-# POLLUTER=<nodeid> [RUN_ID=N] [TRIES=N]: instead of a run, the polluter search for that test,
-# replaying its process order in run N of the history database.
+# Liger-Kernel 0.8.5's test/transformers on a CUDA machine (the CUDA path of the suite stands in
+# for the Ascend NPU): `tracker run` and plain `pytest -n N --dist worksteal` side by side, in the
+# same call, each on GPUs of its own, with the same slots per GPU and the same pinning, each with
+# a cold Triton cache of its own. Expects, under .device/ (git-ignored):
+#   whl/                  the tracker's wheel and its dependencies' wheels (Python 3.12)
+#   liger_kernel-0.8.5/   the unpacked source archive (src/ and test/ are enough)
+#   hist/<runner>.db      optional: a tracker database from an earlier call, the history the
+#                         runner of that name plans with (copy it back from OUT)
+# LANES: what runs at once, "tool:gpus[:runner]" each, e.g.
+#   LANES="tracker:0:h200-1gpu xdist:1"           1 GPU each, side by side
+#   LANES="tracker:0,1:h200-2gpu xdist:2,3"       2 GPUs each (a 4-GPU machine)
+# WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
+# start at which every lane is stopped (default 570: inside one 10-minute call).
+# Prints, per lane, the tests finished by each minute after the lane's launch.
 set -u
 t_script=$(date +%s)
 here=$(pwd)
-work=/tmp/tracker-work
-mkdir -p "$work" "${OUT:=/tmp/out}"
+OUT=${OUT:-/tmp/out}
+WPD=${WPD:-8}
+DEADLINE=${DEADLINE:-570}
+FILES=${FILES:-test/transformers}
+mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
 if python3 -m venv /tmp/tv 2>/dev/null && [ -x /tmp/tv/bin/pip ]; then
   /tmp/tv/bin/pip install -q --no-index --find-links .device/whl kernel-stability-tracker
@@ -25,85 +30,91 @@ else  # no ensurepip: install beside, and keep it off the suite's path
   TRACKER="env PYTHONPATH=/tmp/site python3 -m tracker.cli"
 fi
 nvidia-smi -L
-cat > "$work/tracker.toml" <<EOF
+args=$(for f in $FILES; do printf '"%s", ' "$f"; done)
+
+tracker_lane() {  # work gpus runner
+  local work=$1 gpus=$2 runner=$3 left
+  left=$(( DEADLINE - ($(date +%s) - t_script) - 25 ))  # room to store the run
+  cat > "$work/tracker.toml" <<EOF
 database_url = "sqlite:///$work/tracker.db"
 data_dir = "$work/data"
 [runner]
-name = "${RUNNER:-h200-$(nvidia-smi -L | wc -l)gpu}"
+name = "$runner"
 device = "cuda"
+devices = [$gpus]
 [[suites]]
 name = "transformers"
 path = "$here/.device/liger_kernel-0.8.5"
 python = "python3"
-args = [$(for f in ${FILES:-test/transformers}; do printf '"%s", ' "$f"; done)"-p", "no:cacheprovider"]
+args = [$args"-p", "no:cacheprovider"]
 env = { PYTHONPATH = "", HF_HUB_OFFLINE = "1", TRANSFORMERS_OFFLINE = "1" }
 test_timeout = 300
-run_timeout = ${RUN_TIMEOUT:-500}
+run_timeout = $left
 reruns = 1
-workers_per_device = ${WPD:-4}
-[analysis]
-polluter_tries = ${TRIES:-3}
+workers_per_device = $WPD
 EOF
-cat "$work/tracker.toml"
-[ -f .device/tracker.db ] && cp .device/tracker.db "$work/tracker.db" && echo "history: .device/tracker.db"
-cd "$work"
-if [ -n "${POLLUTER:-}" ]; then
-  start=$(date +%s)
-  $TRACKER polluter "$POLLUTER" --suite transformers ${RUN_ID:+--run "$RUN_ID"} --json > "$OUT/polluter.json"
-  echo "polluter exit=$? wall=$(( $(date +%s) - start ))s"; cat "$OUT/polluter.json"
-  cp "$work/tracker.db" "$OUT/"; tar czf "$OUT/investigation.tgz" -C "$work" data 2>/dev/null
-  exit 0
-fi
-start=$(date +%s)
-$TRACKER run transformers --json > "$OUT/run.json" 2> "$OUT/progress.txt"
-echo "tracker exit=$? wall=$(( $(date +%s) - start ))s"
-tail -c 3000 "$OUT/progress.txt"
-python3 - "$OUT/run.json" <<'EOF'
-import json, sys, collections
-d = json.load(open(sys.argv[1]))
-r = d["run"]
-print({k: r[k] for k in ("status", "expected", "counts", "duration", "message")})
-print("environment:", r["environment"])
-by_kernel = collections.defaultdict(collections.Counter)
-for t in d["results"]:
-    by_kernel[t["kernel"]][t["outcome"]] += 1
-for k, c in sorted(by_kernel.items()):
-    print(f"  {k:40s} {dict(c)}")
-for t in d["results"]:
-    if t["outcome"] not in ("passed", "skipped", "xfailed", "not_run"):
-        print(t["outcome"], t["nodeid"][:150], [(a["outcome"], (a["message"] or "")[:150]) for a in t["attempts"]])
-EOF
-cp "$work/tracker.db" "$OUT/" 2>/dev/null
-[ "${XDIST_S:-}" = rest ] && XDIST_S=$(( 575 - ($(date +%s) - t_script) ))
-if [ -n "${XDIST_S:-}" ]; then  # the field's tool, side by side, same arguments and pinning
-  gpus=$(nvidia-smi -L | wc -l); slots=$(( gpus * ${WPD:-4} ))
-  mkdir -p /tmp/pin && cat > /tmp/pin/pin_gpu.py <<PIN
+  [ -f "$here/.device/hist/$runner.db" ] && cp "$here/.device/hist/$runner.db" "$work/tracker.db"
+  (cd "$work" && date +%s.%N > launch && $TRACKER run transformers --json > run.json 2> progress.txt
+   echo "exit $?" >> progress.txt
+   [ -f "$here/.device/hist/$runner.db" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" > plan.txt 2>&1
+   cp tracker.db "$OUT/$(basename "$work")-$runner.db")
+}
+
+xdist_lane() {  # work gpus
+  local work=$1 gpus=$2 n left
+  n=$(( $(echo "$gpus" | tr ',' '\n' | wc -l) * WPD ))
+  mkdir -p "$work/pin" && cat > "$work/pin/pin_gpu.py" <<PIN
 import os
 w = os.environ.get("PYTEST_XDIST_WORKER")
 if w:
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(w[2:]) % $gpus)
+    gpus = "$gpus".split(",")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpus[int(w[2:]) % len(gpus)]
 PIN
-  cd "$here/.device/liger_kernel-0.8.5"
-  start=$(date +%s)
-  PYTHONPATH=/tmp/pin HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 timeout "$XDIST_S" python3 -m pytest \
-    -p pin_gpu -p no:cacheprovider -n "$slots" --dist worksteal --timeout=300 -q \
-    --report-log="$OUT/xdist.jsonl" ${FILES:-test/transformers} > "$OUT/xdist.txt" 2>&1
-  echo "xdist exit=$? wall=$(( $(date +%s) - start ))s slots=$slots"
-  python3 - "$OUT/xdist.jsonl" <<'PY'
-import json, sys, collections
-done, stops, first = collections.Counter(), [], None
-for line in open(sys.argv[1]):
-    r = json.loads(line) if line.strip() else {}
-    if r.get("$report_type") == "TestReport":
-        first = min(first or r["start"], r["start"])
-        if r["when"] == "teardown":
-            done[r["outcome"]] += 1
-            stops.append(r["stop"])
-print("xdist tests finished:", sum(done.values()), dict(done))
-print("xdist finished by s after its first test:",
-      {t: sum(s - first <= t for s in stops) for t in (60, 120, 180, 240, 300, 360, 420)})
-PY
-  tail -3 "$OUT/xdist.txt"
-fi
-tar czf "$OUT/artifacts.tgz" -C "$work" data 2>/dev/null
-ls -la "$OUT"
+  left=$(( DEADLINE - ($(date +%s) - t_script) ))
+  (cd "$here/.device/liger_kernel-0.8.5" && date +%s.%N > "$work/launch" &&
+   PYTHONPATH="$work/pin" TRITON_CACHE_DIR="$work/triton" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+   timeout "$left" python3 -m pytest -p pin_gpu -p no:cacheprovider -n "$n" --dist worksteal \
+     --timeout=300 -q --report-log="$work/xdist.jsonl" $FILES > "$work/xdist.txt" 2>&1
+   echo "exit $? slots=$n" >> "$work/xdist.txt")
+}
+
+i=0
+for lane in ${LANES:-tracker:0:h200-1gpu xdist:1}; do
+  IFS=: read -r tool gpus runner <<< "$lane"
+  work=/tmp/lane$i; mkdir -p "$work"; echo "$lane" > "$work/lane"
+  if [ "$tool" = tracker ]; then tracker_lane "$work" "$gpus" "${runner:-h200}" &
+  else xdist_lane "$work" "$gpus" & fi
+  i=$((i + 1))
+done
+wait
+echo "all lanes done $(( $(date +%s) - t_script )) s after the script's start"
+
+for work in /tmp/lane*; do
+  lane=$(cat "$work/lane"); launch=$(cat "$work/launch")
+  echo "=== $lane"
+  if [ -f "$work/run.json" ]; then
+    tail -c 600 "$work/progress.txt"
+    logs=$(ls "$work"/data/runs/transformers/*/p*.reportlog.jsonl 2>/dev/null)
+    cat "$work"/data/runs/transformers/*/phases.json 2>/dev/null; echo
+    python3 - "$work/run.json" <<'EOF'
+import collections, json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit("no run JSON")
+r = d["run"]
+print({k: r.get(k) for k in ("status", "expected", "counts", "duration", "kernel_cache")})
+print("environment:", {k: r["environment"].get(k) for k in ("device_model", "device_count", "torch", "triton")})
+for t in d["results"]:
+    if t["outcome"] not in ("passed", "skipped", "xfailed", "not_run"):
+        print(" ", t["outcome"], t["nodeid"][:140], [(a["outcome"], (a["message"] or "")[:160]) for a in t["attempts"]])
+EOF
+    [ -f "$work/plan.txt" ] && head -c 2500 "$work/plan.txt"
+  else
+    logs=$work/xdist.jsonl
+    tail -2 "$work/xdist.txt"
+    gzip -c "$work/xdist.jsonl" > "$OUT/xdist-$(basename "$work").jsonl.gz"
+  fi
+  # shellcheck disable=SC2086
+  python3 "$here/bench/finished_by.py" "$launch" $logs --until 540
+done 2>&1 | tee "$OUT/summary.txt"
