@@ -21,6 +21,7 @@ WPD=${WPD:-8}
 DEADLINE=${DEADLINE:-570}
 FILES=${FILES:-test/transformers}
 mkdir -p "$OUT"
+rm -rf /tmp/lane*  # a warm machine keeps an earlier call's lanes: their logs and Triton caches
 python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
 if python3 -m venv /tmp/tv 2>/dev/null && [ -x /tmp/tv/bin/pip ]; then
   /tmp/tv/bin/pip install -q --no-index --find-links .device/whl kernel-stability-tracker

@@ -14,9 +14,11 @@ each runner's own history, never from a list:
   slowed by it: the device did not do both at once.
 
 A test function (its parametrized cases pooled: they run the same kernel) fills its device when
-at least a quarter of its attempts with company were slowed, and shares it otherwise. Until
-one of its tests was seen both alone and with company it is unknown, and the run lets it share
-(as before this model): its timeline then says.
+at least a quarter of its attempts with company were slowed, and shares it otherwise. One never
+seen with company is unknown, and the run lets it share: its timeline then says. One only ever
+seen with company has no time alone to compare with; it runs as if it filled the device (alone
+among the long tests) until it has one: on a GPU, the heavy tests of a first night all had
+company, and letting them share again is what made them take turns.
 Runs with a warm compiled-kernel cache are preferred, so that compiling is not read as waiting.
 """
 
@@ -109,17 +111,24 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
         if s.outcome not in CUT and company.get(i, 0.0) < BUSY:
             alone[s.nodeid] = min(s.duration, alone.get(s.nodeid, s.duration))
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with company
-    slowed: dict[str, int] = defaultdict(int)  # of which slowed
+    slowed: dict[str, int] = defaultdict(int)  # of which slowed, against a time alone
     for i, s in enumerate(samples):
-        quiet = alone.get(s.nodeid)
-        if quiet is None or company.get(i, 0.0) < BUSY or s.outcome in (CRASHED, INTERRUPTED):
+        if company.get(i, 0.0) < BUSY or s.outcome in (CRASHED, INTERRUPTED):
             continue
-        busy[function_of(s.nodeid)] += 1
-        slowed[function_of(s.nodeid)] += s.duration >= SLOWED * quiet
+        fn = function_of(s.nodeid)
+        busy[fn] += 1
+        if (quiet := alone.get(s.nodeid)) is not None:
+            slowed[fn] += s.duration >= SLOWED * quiet
+    known = {function_of(n) for n in alone}
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in samples}:
         fn = function_of(nodeid)
-        fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else None
+        if not busy[fn]:
+            fills = None
+        elif fn not in known:  # only ever seen with company: alone until its time alone is known
+            fills = True
+        else:
+            fills = slowed[fn] >= max(1, busy[fn] / 4)
         out[nodeid] = Sharing(alone.get(nodeid), fills, busy[fn], slowed[fn])
     return out
 
