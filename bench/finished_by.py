@@ -33,7 +33,9 @@ def main() -> None:
     parser.add_argument("--until", type=int, default=540)
     args = parser.parse_args()
     stops = sorted(s - args.launch for s in first_stops(args.logs).values())
-    row = {t: sum(1 for s in stops if s <= t) for t in range(args.every, args.until + 1, args.every)}
+    row = {
+        t: sum(1 for s in stops if s <= t) for t in range(args.every, args.until + 1, args.every)
+    }
     print(json.dumps({"finished": len(stops), "last_s": round(stops[-1], 1) if stops else None,
                       "first_s": round(stops[0], 1) if stops else None, "by_s": row}))  # fmt: skip
 

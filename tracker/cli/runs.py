@@ -323,7 +323,7 @@ def plan_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next run's plan: how each test shares its device, the order, the predicted end.
+    """The next run's plan: device sharing, order, predicted end.
 
     From the last run's tests and the runner's recent runs: each long test's time alone and
     whether it fills its device (its slowdown beside other long tests), the chain of filling

@@ -120,6 +120,12 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
         if (quiet := alone.get(s.nodeid)) is not None:
             slowed[fn] += s.duration >= SLOWED * quiet
     known = {function_of(n) for n in alone}
+    # a test never seen alone: if it took turns, its time alone was its time / (1 + company)
+    guess: dict[str, float] = {}
+    for i, s in enumerate(samples):
+        if s.nodeid not in alone and s.outcome not in CUT and i in company:
+            share = s.duration / (1 + company[i])
+            guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in samples}:
         fn = function_of(nodeid)
@@ -129,7 +135,7 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
             fills = True
         else:
             fills = slowed[fn] >= max(1, busy[fn] / 4)
-        out[nodeid] = Sharing(alone.get(nodeid), fills, busy[fn], slowed[fn])
+        out[nodeid] = Sharing(alone.get(nodeid, guess.get(nodeid)), fills, busy[fn], slowed[fn])
     return out
 
 
