@@ -159,3 +159,29 @@ def test_filling_tests_learned_from_one_night_run_one_at_a_time_the_next(run_sui
     assert all(outcomes(second)[n] == (PASSED, [PASSED]) for n in fills)
     assert _overlaps(second, "test_fill") == []  # one at a time
     assert second["run"]["status"] == "passed"
+
+
+def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path):
+    import json
+
+    from tracker.ingest import load_run
+
+    def report(nodeid, when, outcome, start, duration, longrepr=None):
+        return json.dumps({"$report_type": "TestReport", "nodeid": nodeid, "when": when,
+                           "outcome": outcome, "longrepr": longrepr, "start": start,
+                           "stop": start + duration, "duration": duration,
+                           "location": ["f.py", 1, nodeid], "keywords": {}})  # fmt: skip
+
+    t = _at(0).timestamp()
+    timeout = "Failed: Timeout (>30.0s) from pytest-timeout."
+    log = tmp_path / "xdist.jsonl"
+    log.write_text("\n".join([
+        report("f.py::a", "setup", "passed", t, 0.0),
+        report("f.py::a", "call", "failed", t, 30.0, timeout),
+        report("f.py::a", "teardown", "passed", t + 30, 0.0),
+        report("f.py::b", "setup", "passed", t + 1, 0.0),  # another worker, at the same time
+        report("f.py::b", "call", "passed", t + 1, 20.0),
+        report("f.py::b", "teardown", "passed", t + 21, 0.0),
+    ]) + "\n")  # fmt: skip
+    record = load_run(log, suite="s", runner="ci")
+    assert [a.outcome for a in record.attempts] == [UNCONFIRMED, PASSED]
