@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from helpers import SUITES, outcomes
 
+from tracker.ingest.confirm import settle
 from tracker.records import (
     PASSED,
     TIMEOUT,
@@ -105,7 +106,7 @@ def test_a_timeout_beside_filling_work_counts_only_once_confirmed_alone():
         return run
 
     cut = record()  # the run's limit came before the rerun alone
-    assert share.settle(cut) == 1
+    assert settle(cut) == 1
     tests = cut.by_test()
     assert tests["f.py::a"][0].outcome == UNCONFIRMED
     assert "beside 1 long test(s) on the same device (b)" in tests["f.py::a"][0].message
@@ -114,11 +115,11 @@ def test_a_timeout_beside_filling_work_counts_only_once_confirmed_alone():
     assert tests["f.py::c"][0].outcome == TIMEOUT
 
     passed_alone = record(_attempt("f.py::a", PASSED, 40, 5, "d0w0", isolated=True))
-    share.settle(passed_alone)
+    settle(passed_alone)
     assert final_outcome(passed_alone.by_test()["f.py::a"]) == PASSED  # not flaky: no evidence
 
     confirmed = record(_attempt("f.py::a", TIMEOUT, 40, 30, "d0w0", isolated=True))
-    assert share.settle(confirmed) == 0
+    assert settle(confirmed) == 0
     assert final_outcome(confirmed.by_test()["f.py::a"]) == TIMEOUT
 
 

@@ -460,8 +460,8 @@ def recent_attempts(session: Session, suite: str, runner: str, runs: int = 10) -
         .where(Attempt.run_id.in_(select(last.c.id)))
     ).all()
     return [
-        Sample(run, nodeid, number, duration, outcome, started, worker, cache and cache == "warm")
-        for run, nodeid, number, duration, outcome, started, worker, cache in rows
+        Sample(run, nodeid, n, duration, outcome, started, worker, cache and cache == "warm")
+        for run, nodeid, n, duration, outcome, started, worker, cache in rows
     ]
 
 

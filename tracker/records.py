@@ -25,8 +25,8 @@ XFAILED, XPASSED, CRASHED, TIMEOUT, INTERRUPTED = (
     "timeout",
     "interrupted",
 )
-# a timeout or crash beside tests that fill the same device, never confirmed alone: the tracker's
-# own co-scheduling may have caused it, so it is no evidence either way (like `interrupted`)
+# a timeout or crash beside other long tests on the same device, not confirmed alone: the company
+# (the tracker's own co-scheduling) may have caused it, so it is no evidence (like `interrupted`)
 UNCONFIRMED = "unconfirmed"
 # final-only outcomes
 FLAKY, NOT_RUN = "flaky", "not_run"
@@ -43,6 +43,11 @@ ATTEMPT_OUTCOMES = (
     UNCONFIRMED,
 )
 FINAL_OUTCOMES = (*ATTEMPT_OUTCOMES, FLAKY, NOT_RUN)
+# seconds: a test shorter than this never holds a device long enough to matter (the plan ranks
+# longer ones; only longer ones count as a test's company on its device)
+LONG = 1.0
+# attempts cut short: their duration is a lower bound of the test's
+CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
 # a first attempt with one of these is rerun alone and makes a run fail unless the rerun passes
 FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
 
@@ -144,8 +149,14 @@ class Sample:
 
     @property
     def device(self) -> str:
-        worker = self.worker or ""
-        return worker[1:].split("w", 1)[0] if worker.startswith("d") and "w" in worker else ""
+        return device_of(self.worker)
+
+
+def device_of(worker: str | None) -> str:
+    """The device of a runner slot (`d0w3`: device 0); "" for anything else, which counts as
+    one device: a CPU run, or another tool's workers."""
+    worker = worker or ""
+    return worker[1:].split("w", 1)[0] if worker.startswith("d") and "w" in worker else ""
 
 
 @dataclass

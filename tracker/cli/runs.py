@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import shlex
 from datetime import datetime
@@ -348,7 +349,7 @@ def plan_command(
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
     predicted = plan.simulate(nodeids, expected, slots, config.group)
     by_minute = {
-        m: sum(1 for t, _ in predicted.done_by if t <= 60 * m)
+        m: bisect.bisect_right(predicted.ends, 60 * m)
         for m in range(1, int(predicted.end // 60) + 2)
     }
     long = sorted(
@@ -385,7 +386,7 @@ def plan_command(
         f"{unknown} tests without history"
     )
     out.print("tests done by minute: " + ", ".join(f"{m}: {n}" for m, n in by_minute.items()))
-    out.print("longest tests (seconds expected, how they share the device, slowed / with company):")
+    out.print("longest tests (expected s, sharing, slowed of attempts with company):")
     for t in tests[:20]:
         slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
         out.print(Text(f"  {t['seconds']:>7.1f} s  {t['sharing']:<7}  {slowed:>5}"))

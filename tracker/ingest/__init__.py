@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
+from tracker.ingest.confirm import settle
 from tracker.ingest.junit import JUnitError, parse_junit
 from tracker.ingest.reportlog import ReportLogError, parse_reportlog
 from tracker.records import FileResults, RunRecord
-from tracker.runner import share
 from tracker.validate import MAX_RESULTS, MAX_SECONDS, InvalidRecord, check_name, check_record
 
 MAX_BYTES = 256 * 1024 * 1024  # uncompressed; a 10,000-test reportlog is ~40 MB
@@ -186,5 +186,5 @@ def load_run(
         raise IngestError(f"{name}: its tests span {span.days:,} days; a run lasts under a year")
     record.started_at = record.started_at.astimezone(UTC)
     record.finished_at = record.started_at + span
-    share.settle(record)  # a timeout beside other long tests (xdist) counts once confirmed alone
+    settle(record)  # a timeout beside other long tests (xdist) counts once confirmed alone
     return record

@@ -19,6 +19,7 @@ from pathlib import Path
 from tracker import queries
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
+from tracker.ingest.confirm import contended, settle
 from tracker.records import (
     FAILING,
     PASSED,
@@ -72,26 +73,26 @@ def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> 
     return folder.resolve()
 
 
-def kernel_cache(settings: Settings, suite: SuiteConfig) -> tuple[dict[str, str], str | None]:
-    """The environment that keeps the suite's compiled kernels between runs, and whether the
-    cache is warm. A suite that sets TRITON_CACHE_DIR itself keeps its own (state unknown)."""
+def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
+    """Where the suite's compiled kernels stay between runs (Triton's cache); None when the
+    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us)."""
     if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
-        return {}, None
+        return None
     folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
     folder.mkdir(parents=True, exist_ok=True)
-    warm = next(folder.iterdir(), None) is not None
-    return {"TRITON_CACHE_DIR": str(folder.resolve())}, "warm" if warm else "cold"
+    return folder.resolve()
 
 
 def job_for(
     settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
 ) -> Job:
     """What every pytest process of a suite needs; `env` is what the probe found."""
+    cache = kernel_cache(settings, suite)
     return Job(
         python=suite.python,
         cwd=suite.path,
         args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env={**kernel_cache(settings, suite)[0], **suite.env},
+        env={**({"TRITON_CACHE_DIR": str(cache)} if cache else {}), **suite.env},
         workdir=workdir,
         test_timeout=suite.test_timeout,
         deadline=deadline,
@@ -107,8 +108,8 @@ class Phases:
     def __init__(self, path: Path, t0: float) -> None:
         self.path, self.t0, self.marks = path, t0, {}
 
-    def mark(self, phase: str) -> None:
-        self.marks[phase] = round(time.monotonic() - self.t0, 3)
+    def mark(self, phase: str, seconds: float | None = None) -> None:
+        self.marks[phase] = round(time.monotonic() - self.t0 if seconds is None else seconds, 3)
         self.path.write_text(json.dumps(self.marks), encoding="utf-8")
 
 
@@ -262,7 +263,8 @@ def execute(
         return finish(RUN_INFRA, f"checkout failed: {exc}")
     phases.mark("checkout")
 
-    record.kernel_cache = kernel_cache(settings, suite)[1]
+    if cache := kernel_cache(settings, suite):
+        record.kernel_cache = "warm" if next(cache.iterdir(), None) else "cold"
     job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
@@ -292,12 +294,10 @@ def execute(
         return finish(RUN_INFRA, "collection found no tests")
 
     _rerun(record, execution, slots, suite.reruns, {bound_nodeid(n): n for n in nodeids})
-    share.settle(record)
+    settle(record)
     phases.mark("reruns")
-    starts = [a.started_at for a in attempts if a.started_at]
-    if starts:
-        phases.marks["first_test"] = round((min(starts) - started).total_seconds(), 3)
-        phases.mark("end")
+    if starts := [a.started_at for a in attempts if a.started_at]:
+        phases.mark("first_test", (min(starts) - started).total_seconds())
 
     notes = "; ".join(execution.notes)[:4000] or None
     if execution.timed_out:
@@ -323,11 +323,12 @@ def _rerun(
     """Rerun each failure alone in a fresh process, up to `reruns` times, side by side. A
     timeout or crash that had long tests beside it on its device is rerun with the device to
     itself (one slot per device, after the others), even with `reruns = 0`: until then it
-    is not evidence (`share.settle`). `runnable`: ids as stored -> as pytest selects them
+    is not evidence (`confirm.settle`). `runnable`: ids as stored -> as pytest selects them
     (over-long ones are cut in the store); collection errors are not rerun."""
     per_device = {slot.device: slot for slot in slots}
     for round_ in range(max(reruns, 1)):
-        tests, contended = record.by_test(), share.contended(record)
+        tests = record.by_test()
+        beside = contended(record, tests)
         retry = [
             n
             for n, atts in tests.items()
@@ -336,7 +337,7 @@ def _rerun(
             and atts[0].outcome in FAILING
             and all(a.outcome != PASSED for a in atts)
         ]
-        confirm = [n for n in retry if n in contended and len(tests[n]) == 1]
+        confirm = [n for n in retry if n in beside and len(tests[n]) == 1]
         again = [n for n in retry if n not in confirm] if round_ < reruns else []
         confirm, again = [runnable[n] for n in confirm], [runnable[n] for n in again]
         if not (confirm or again) or execution.timed_out:

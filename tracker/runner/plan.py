@@ -18,11 +18,9 @@ import heapq
 from dataclasses import dataclass, replace
 from statistics import median
 
-from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, UNCONFIRMED, file_of
+from tracker.records import CUT, LONG, file_of
 from tracker.runner.feed import Feed
-from tracker.runner.share import LONG, Sharing
-
-CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
+from tracker.runner.share import Sharing
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: s
 class Prediction:
     end: float  # seconds from the first test to the last one's end
     busy: dict[str, float]  # each slot's busy seconds
-    done_by: list[tuple[float, int]]  # (seconds, tests done by then), one per finished test
+    ends: list[float]  # each test's predicted end, in order
 
 
 def simulate(
@@ -134,4 +132,4 @@ def simulate(
         done.append(now + seconds)
         heapq.heappush(clock, (now + seconds, name))
     done.sort()
-    return Prediction(max(done, default=0.0), busy, [(t, i + 1) for i, t in enumerate(done)])
+    return Prediction(max(done, default=0.0), busy, done)

@@ -27,23 +27,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tracker.models import MESSAGE_MAX
-from tracker.records import (
-    CRASHED,
-    FAILING,
-    INTERRUPTED,
-    TIMEOUT,
-    UNCONFIRMED,
-    AttemptRecord,
-    RunRecord,
-    Sample,
-    bound,
-)
+from tracker.records import CRASHED, CUT, INTERRUPTED, LONG, Sample
 
-LONG = 1.0  # seconds: shorter tests never hold a device long enough to matter
 BUSY = 0.5  # company, in tests, from which an attempt says how the test shares
 SLOWED = 1.5  # time with company / time alone, from which the company slowed it
-CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
 
 
 @dataclass(frozen=True)
@@ -137,72 +124,3 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
             fills = slowed[fn] >= max(1, busy[fn] / 4)
         out[nodeid] = Sharing(alone.get(nodeid, guess.get(nodeid)), fills, busy[fn], slowed[fn])
     return out
-
-
-def _by(samples: list[Sample], key) -> dict[str, list[Sample]]:
-    out: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
-        out[key(s)].append(s)
-    return out
-
-
-def _device(worker: str | None) -> str:
-    return Sample(0, "", 1, 0.0, "", worker=worker).device
-
-
-def _span(a: AttemptRecord) -> tuple[float, float] | None:
-    if a.started_at is None:
-        return None
-    start = a.started_at.timestamp()
-    return start, start + a.duration
-
-
-def company(attempt: AttemptRecord, attempts: list[AttemptRecord]) -> list[AttemptRecord]:
-    """The long attempts that ran beside this one on its device."""
-    span = _span(attempt)
-    if span is None:
-        return []
-    device = _device(attempt.worker)
-    beside = []
-    for other in attempts:
-        if other is attempt or other.duration < LONG or _device(other.worker) != device:
-            continue
-        other_span = _span(other)
-        if other_span and other_span[0] < span[1] and other_span[1] > span[0]:
-            beside.append(other)
-    return beside
-
-
-def contended(record: RunRecord) -> dict[str, list[AttemptRecord]]:
-    """Tests whose first attempt timed out or crashed beside long tests on the same device: the
-    company may have caused it, so it counts only once a run alone confirms it."""
-    out = {}
-    for nodeid, attempts in record.by_test().items():
-        failed = attempts and attempts[0].outcome in (TIMEOUT, CRASHED)
-        if failed and (beside := company(attempts[0], record.attempts)):
-            out[nodeid] = beside
-    return out
-
-
-def settle(record: RunRecord) -> int:
-    """Make a contended failure `unconfirmed` (no evidence either way) unless an attempt alone
-    (no long test beside it on its device) failed too; the first attempt alone decides, as a
-    rerun does. The same rule for our runs and for ingested ones. Returns how many were."""
-    settled = 0
-    for nodeid, beside in contended(record).items():
-        attempts = record.by_test()[nodeid]
-        alone = next((a for a in attempts[1:] if not company(a, record.attempts)), None)
-        if alone is not None and alone.outcome in (TIMEOUT, CRASHED, *FAILING):
-            continue  # confirmed alone
-        names = ", ".join(b.nodeid.rsplit("::", 1)[-1][:80] for b in beside[:3])
-        why = "passed alone" if alone else "never run alone (the run's limit came first)"
-        for a in attempts[: attempts.index(alone) if alone is not None else len(attempts)]:
-            if a.outcome in (TIMEOUT, CRASHED):
-                a.message = bound(
-                    f"unconfirmed: {a.outcome} after {a.duration:.0f} s beside {len(beside)} long "
-                    f"test(s) on the same device ({names}); {why}. {a.message or ''}",
-                    MESSAGE_MAX,
-                )
-                a.outcome = UNCONFIRMED
-        settled += 1
-    return settled
