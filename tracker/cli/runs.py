@@ -30,7 +30,7 @@ from tracker.config import ConfigError
 from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.models import Outbox
-from tracker.records import RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
+from tracker.records import LONG, RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
 from tracker.words import counts_text, plural
 
 
@@ -50,6 +50,8 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     head.append(status_text(run["status"], run["quarantined_failures"]), style=f"bold {color}")
     head.append(f"  {run['suite']} on {run['runner']}  commit {run['commit'] or '-'}")
     head.append(f"  {run['duration'] or 0:.1f} s")
+    if run.get("kernel_cache"):
+        head.append(f", {run['kernel_cache']} kernel cache")
     out.print(head)
     out.print(Text(f"  {counts_text(run['counts'])}"))
     if run["message"]:
@@ -353,7 +355,7 @@ def plan_command(
         for m in range(1, int(predicted.end // 60) + 2)
     }
     long = sorted(
-        (n for n in nodeids if expected[n].seconds >= share.LONG),
+        (n for n in nodeids if expected[n].seconds >= LONG),
         key=lambda n: -expected[n].seconds,
     )
     tests = [
@@ -375,17 +377,21 @@ def plan_command(
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
     out.print(
-        f"{suite} on {runner}: {len(nodeids)} tests, {count} device(s) x "
-        f"{config.workers_per_device} slots; predicted end {predicted.end:.0f} s after the "
-        f"first test"
+        f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
+        f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}"
+    )
+    out.print(f"predicted: the last test ends {predicted.end:.0f} s after the first starts")
+    out.print(
+        f"{plural(len(fills), 'long test')} fill their device: one at a time per device, "
+        f"{sum(t['seconds'] for t in fills):.0f} s alone in all"
     )
     out.print(
-        f"{len(fills)} long tests fill their device (run one at a time per device, "
-        f"{sum(t['seconds'] for t in fills):.0f} s alone in all); "
-        f"{len(tests) - len(fills)} other tests of {share.LONG:g} s or more; "
-        f"{unknown} tests without history"
+        f"{plural(len(tests) - len(fills), 'other test')} of {LONG:g} s or more; "
+        f"{plural(unknown, 'test')} without history"
     )
-    out.print("tests done by minute: " + ", ".join(f"{m}: {n}" for m, n in by_minute.items()))
+    done = [f"{m} min: {n:,}" for m, n in by_minute.items()]
+    for i in range(0, len(done), 5):
+        out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 5]))
     out.print("longest tests (expected s, sharing, slowed of attempts with company):")
     for t in tests[:20]:
         slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
