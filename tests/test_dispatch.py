@@ -45,7 +45,7 @@ def test_cut_tests_go_first_then_the_longest():
         ["b.py::fast", "b.py::new"],
     ]
     predicted = plan.simulate(nodeids, expected, {"w0": "", "w1": ""})
-    assert predicted.busy == {"w0": 30.0, "w1": 6.0 + 6.0 + 0.2 + 0.2}
+    assert predicted.busy == pytest.approx({"w0": 30.0, "w1": 6.0 + 6.0 + 0.2 + 0.2})
 
 
 def test_a_cut_without_a_finished_attempt_is_still_first():
@@ -75,16 +75,18 @@ def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     assert len(taken) == 20 - 8 and not feed.pending("w0")
 
 
-def test_long_tests_are_spread_over_the_devices():
+def test_long_tests_are_spread_over_the_devices_on_half_their_slots():
     slots = {"d0w0": "0", "d0w1": "0", "d1w0": "1", "d1w1": "1"}
     feed = Feed(slots)
     long = [["m.py::a"], ["m.py::b"], ["m.py::c"], ["m.py::d"]]
     feed.fill(long + [[f"s.py::t{i}"] for i in range(10)], ranked=4, weights=[300, 290, 200, 100])
-    # d0 holds a 300 s test: its second slot runs short tests until d1 holds as much
-    assert [feed.take(w) for w in slots] == ["m.py::a", "s.py::t0", "m.py::b", "m.py::c"]
-    assert feed.take("d0w1") == "m.py::d"  # d0 has 300 s running, d1 490 s
-    assert feed.take("d1w1") == "s.py::t1"  # m.py::c is done: the short tests, where d0w1 was
-    assert feed.take("d0w0") == "s.py::t6"  # the middle of t2-t9, which d1w1 heads into
+    # while short tests are left, a device runs long ones on at most half its slots: the short
+    # tests start at once beside them instead of waiting for the long ones
+    assert [feed.take(w) for w in slots] == ["m.py::a", "s.py::t0", "m.py::b", "s.py::t5"]
+    assert feed.take("d0w1") == "s.py::t1"  # d0 runs a long test already
+    assert feed.take("d0w0") == "m.py::c"  # a is done: d0 runs none, d1 has 290 s running
+    assert feed.take("d1w0") == "m.py::d"  # b is done
+    assert feed.take("d1w1") == "s.py::t6"
 
 
 def _handed(detail: dict) -> list[str]:

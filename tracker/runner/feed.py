@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import Counter, deque
 
 
 class Feed:
@@ -12,8 +12,11 @@ class Feed:
 
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
     first (LPT), spread over the devices: a slot takes the next long test only while its
-    device's running long tests are expected to end no later than another device's, else a
-    short one meanwhile, so the heaviest tests do not all share one device. The rest, the short
+    device's running long tests are expected to end no later than another device's, and while
+    the device runs long tests on fewer than half its slots; else a short one meanwhile. So the
+    heaviest tests do not all share one device, and the short tests start at once beside them
+    (on a GPU, long tests on every slot took turns for minutes while 2,400 short ones waited:
+    bench/README.md). The rest, the short
     tests in suite order, go out in stretches: a slot carries on with the group after its last
     one while no one else has taken it, so a file's tests share one process's module fixtures
     and compiled kernels instead of each process compiling every kernel. A slot that needs a
@@ -30,6 +33,8 @@ class Feed:
         self.device = devices or {}  # each taker's device ("" for all when not given)
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
+        self.long = dict.fromkeys(self.running, 0)  # long groups running per device
+        self.per_device = Counter(self.device.values())  # slots per device (unknown: no cap)
         self.groups: list[list[str]] = []
         self.weights: list[float] = []
         self.ranked = 0
@@ -102,7 +107,10 @@ class Feed:
             return group.popleft()
 
     def _release(self, taker: str) -> None:
-        self.running[self.device.get(taker, "")] -= self.holding.pop(taker, 0.0)
+        if taker in self.holding:
+            device = self.device.get(taker, "")
+            self.running[device] -= self.holding.pop(taker)
+            self.long[device] -= 1
         self.filling.pop(taker, None)
 
     def _next_group(self, taker: str) -> deque[str] | None:
@@ -117,7 +125,8 @@ class Feed:
         if self.head == len(self.groups):
             return None
         spread = self.running[device] <= min(self.running.values())
-        if self.head < self.ranked and (spread or not self.short_free):
+        room = not self.device or self.long[device] < max(1, self.per_device[device] // 2)
+        if self.head < self.ranked and ((spread and room) or not self.short_free):
             i = self.head
         else:
             i = self.after.get(taker, -1)
@@ -127,6 +136,7 @@ class Feed:
         if i < self.ranked:
             self.holding[taker] = self.weights[i]
             self.running[device] += self.weights[i]
+            self.long[device] += 1
         else:
             self.short_free -= 1
         self.after[taker] = i + 1
