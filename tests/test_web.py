@@ -450,6 +450,10 @@ def test_environment_diff_names_each_changed_part():
         ("cann", "8.2.rc1", "9.1.0"),
         ("torch_npu", "2.8.0", "2.9.0"),
     ]
+    cold = {**now, "kernel_cache": "cold"}
+    assert environment_diff({**now, "kernel_cache": "warm"}, cold) == [
+        ("kernel_cache", "warm", "cold")
+    ]
 
 
 def test_the_suite_page_compares_runners(tmp_path):

@@ -155,6 +155,7 @@ ENVIRONMENT_KEYS = (
     "triton",
     "python",
     "suite_package",
+    "kernel_cache",  # a run's own, not a probed fact: a cold night is slower, and not a slowdown
 )
 
 
@@ -165,6 +166,10 @@ def environment_diff(before: dict | None, now: dict | None) -> list[tuple[str, A
     """(key, before, now) for each part of the probed environment that differs."""
     before, now = before or {}, now or {}
     return [(k, before.get(k), now.get(k)) for k in ENVIRONMENT_KEYS if before.get(k) != now.get(k)]
+
+
+def _with_cache(run: dict[str, Any]) -> dict[str, Any]:
+    return {**(run["environment"] or {}), "kernel_cache": run["kernel_cache"]}
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -201,7 +206,7 @@ def run_page(
         changes = {
             "previous": previous,
             "environment": environment_diff(
-                queries.run_info(session, previous)["environment"], run["environment"]
+                _with_cache(queries.run_info(session, previous)), _with_cache(run)
             ),
             "new_failures": sorted(
                 n for n, o in now.items() if o in bad and before.get(n) not in bad
