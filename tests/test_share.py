@@ -186,3 +186,8 @@ def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_p
     ]) + "\n")  # fmt: skip
     record = load_run(log, suite="s", runner="ci")
     assert [a.outcome for a in record.attempts] == [UNCONFIRMED, PASSED]
+
+
+def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite):
+    detail = run_suite("test_fast.py", suite="dispatch", suite_path=SUITES / "dispatch")
+    assert detail["run"]["kernel_cache"] is None  # neither warm nor cold: nothing was compiled

@@ -245,7 +245,13 @@ def execute(
     def finish(status: str | None = None, message: str | None = None) -> RunRecord:
         record.status, record.message = status, message
         record.finished_at = datetime.now(UTC)
+        if cache and record.kernel_cache == "cold" and next(cache.iterdir(), None) is None:
+            record.kernel_cache = None  # nothing was compiled: no cache to speak of (a CPU suite)
         return record
+
+    cache = kernel_cache(settings, suite)
+    if cache:
+        record.kernel_cache = "warm" if next(cache.iterdir(), None) else "cold"
 
     on_start(record)
     phases = Phases(workdir / "phases.json", t0)
@@ -263,8 +269,6 @@ def execute(
         return finish(RUN_INFRA, f"checkout failed: {exc}")
     phases.mark("checkout")
 
-    if cache := kernel_cache(settings, suite):
-        record.kernel_cache = "warm" if next(cache.iterdir(), None) else "cold"
     job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
