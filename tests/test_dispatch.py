@@ -75,18 +75,24 @@ def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     assert len(taken) == 20 - 8 and not feed.pending("w0")
 
 
-def test_long_tests_are_spread_over_the_devices_on_half_their_slots():
+def test_while_short_tests_are_left_a_device_runs_one_long_test_until_more_are_due():
     slots = {"d0w0": "0", "d0w1": "0", "d1w0": "1", "d1w1": "1"}
     feed = Feed(slots)
     long = [["m.py::a"], ["m.py::b"], ["m.py::c"], ["m.py::d"]]
-    feed.fill(long + [[f"s.py::t{i}"] for i in range(10)], ranked=4, weights=[300, 290, 200, 100])
-    # while short tests are left, a device runs long ones on at most half its slots: the short
-    # tests start at once beside them instead of waiting for the long ones
-    assert [feed.take(w) for w in slots] == ["m.py::a", "s.py::t0", "m.py::b", "s.py::t5"]
-    assert feed.take("d0w1") == "s.py::t1"  # d0 runs a long test already
-    assert feed.take("d0w0") == "m.py::c"  # a is done: d0 runs none, d1 has 290 s running
-    assert feed.take("d1w0") == "m.py::d"  # b is done
-    assert feed.take("d1w1") == "s.py::t6"
+    short = [[f"s.py::t{i}"] for i in range(12)]
+    feed.fill(long + short, ranked=4, weights=[30, 20, 4, 3, *[2] * 12])
+    # the ideal length is 81 s / 4 slots = 20.25 s. Each device starts one long test, spread
+    # over the devices (d0 runs 30 s of long work: its second slot takes a short test)
+    assert [feed.take(w) for w in slots] == ["m.py::a", "s.py::t0", "m.py::b", "s.py::t6"]
+    # c (4 s) waits while the short tests go out, until it must start to end by 20.25 s:
+    # 66 s handed out / 4 slots + 4 s >= 20.25 s
+    # (d0's slot is then due too, but d0 runs more long work than d1: it takes a short test)
+    assert [feed.take(w) for w in ("d0w1", "d1w1") * 4] == [
+        "s.py::t1", "s.py::t7", "s.py::t2", "s.py::t8", "s.py::t3", "s.py::t9", "s.py::t4",
+        "m.py::c",
+    ]  # fmt: skip
+    taken = [t for w in ("d0w1", "d1w1") * 12 if (t := feed.take(w))]
+    assert sorted(taken) == ["m.py::d", "s.py::t10", "s.py::t11", "s.py::t5"]
 
 
 def _handed(detail: dict) -> list[str]:

@@ -142,13 +142,13 @@ def test_filling_tests_learned_from_one_night_run_one_at_a_time_the_next(run_sui
         "group": "file",  # no history: the three fill files go out at once, to the three slots
         "test_timeout": 2.5,
         "reruns": 0,  # a contended timeout is still confirmed alone
-        "env": {"FILL_S": "1.0"},
+        "env": {"FILL_S": "1.5"},
     }
-    first = run_suite(**options)
+    first = run_suite(**{**options, "env": {"FILL_S": "1.5", "FILL_TOGETHER": "3"}})
     assert first["run"]["kernel_cache"] == "cold"
     got = outcomes(first)
     fills = [f"test_fill_{x}.py::test_fill" for x in "abc"]
-    # three tests that each need 1 s of the device took turns: 3 s each, past the 2.5 s limit;
+    # three tests that each need 1.5 s of the device took turns: 4.5 s each, past the 2.5 s limit;
     # each one rerun alone passed, so the timeouts were the tracker's making and count for nothing
     timed_out = [n for n in fills if got[n][1][0] == UNCONFIRMED]
     assert len(timed_out) >= 2, got

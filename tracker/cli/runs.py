@@ -332,6 +332,7 @@ def plan_command(
     whether it fills its device (its slowdown beside other long tests), the chain of filling
     tests each device runs one at a time, and the predicted end and tests done by each minute."""
     from tracker.runner import plan, share
+    from tracker.runner.execute import kernel_cache
 
     settings = state.settings()
     try:
@@ -345,8 +346,10 @@ def plan_command(
             raise fail(f"no run of {suite} on {runner} stored yet: nothing to plan from")
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
+    cache = kernel_cache(settings, config)
+    warm = bool(cache and next(cache.iterdir(), None))
     sharing = share.learn(samples)
-    expected = plan.estimates(nodeids, share.first_attempts(samples), sharing)
+    expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
     count = devices or len(settings.runner.devices or [0])
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
     predicted = plan.simulate(nodeids, expected, slots, config.group)
@@ -371,6 +374,7 @@ def plan_command(
     unknown = sum(1 for e in expected.values() if not e.known)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
+                          "kernel_cache": "warm" if warm else "cold",
                           "predicted_end": round(predicted.end, 1),
                           "done_by_minute": by_minute, "long_tests": tests,
                           "without_history": unknown}))  # fmt: skip
@@ -378,7 +382,8 @@ def plan_command(
     fills = [t for t in tests if t["sharing"] == "fills"]
     out.print(
         f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
-        f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}"
+        f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}, "
+        f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)"
     )
     out.print(f"predicted: the last test ends {predicted.end:.0f} s after the first starts")
     out.print(

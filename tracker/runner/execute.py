@@ -272,7 +272,8 @@ def execute(
     job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
-    history, sharing = share.first_attempts(samples), share.learn(samples)
+    warm = record.kernel_cache != "cold"
+    history, sharing = share.first_attempts(samples, warm), share.learn(samples)
     feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
 

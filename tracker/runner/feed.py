@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter, deque
+from collections import deque
 
 
 class Feed:
@@ -12,12 +12,14 @@ class Feed:
 
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
     first (LPT), spread over the devices: a slot takes the next long test only while its
-    device's running long tests are expected to end no later than another device's, and while
-    the device runs long tests on fewer than half its slots; else a short one meanwhile. So the
-    heaviest tests do not all share one device, and the short tests start at once beside them
-    (on a GPU, long tests on every slot took turns for minutes while 2,400 short ones waited:
-    bench/README.md). The rest, the short
-    tests in suite order, go out in stretches: a slot carries on with the group after its last
+    device's running long tests are expected to end no later than another device's. While short
+    tests are left, a device runs one long test beside them, and more only once the next one
+    must start for the run to end on time: the expected work handed out so far, per slot, plus
+    the test's time reaches the run's ideal length (all the expected work / the slots). So the
+    short tests, most of a suite's tests and a small part of its time, are done first on
+    nearly every slot, and the long ones still end with them (on a GPU, long tests on half the
+    slots left 2,000 short ones waiting for three minutes: bench/README.md). The short
+    tests go out in suite order, in stretches: a slot carries on with the group after its last
     one while no one else has taken it, so a file's tests share one process's module fixtures
     and compiled kernels instead of each process compiling every kernel. A slot that needs a
     new place starts at the longest free stretch, in its middle when another slot is already
@@ -34,10 +36,11 @@ class Feed:
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
         self.long = dict.fromkeys(self.running, 0)  # long groups running per device
-        self.per_device = Counter(self.device.values())  # slots per device (unknown: no cap)
         self.groups: list[list[str]] = []
-        self.weights: list[float] = []
+        self.weights: list[float] = []  # each group's expected seconds
         self.ranked = 0
+        self.span = float("inf")  # the run's ideal length: expected seconds / slots
+        self.handed = 0.0  # the expected seconds of the groups handed out
         self.free: list[bool] = []
         self.short_free = 0
         self.filled = False  # the first process to collect the suite fills it
@@ -56,18 +59,20 @@ class Feed:
         weights: list[float] | None = None,
         fills: list[bool] | None = None,
     ) -> None:
-        """`weights`: the ranked groups' expected seconds; `fills`: which of them fill a
-        device."""
+        """`weights`: the groups' expected seconds (the ranked ones at least; missing ones
+        count as 0); `fills`: which of the ranked groups fill a device."""
         with self.lock:
             groups = [list(g) for g in groups if g]
             ranked = len(groups) if ranked is None else ranked
-            weights = weights or [1.0] * ranked
+            weights = [*(weights or [1.0] * ranked), *[0.0] * len(groups)][: len(groups)]
             fills = fills or [False] * ranked
-            keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
+            if self.device:
+                self.span = sum(weights) / len(self.device)
             self._chain([(weights[i], groups[i]) for i in range(ranked) if fills[i]])
+            keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
             self.groups = [groups[i] for i in keep]
             self.ranked = sum(1 for i in keep if i < ranked)
-            self.weights = [weights[i] for i in keep if i < ranked]
+            self.weights = [weights[i] for i in keep]
             self.free = [True] * len(self.groups)
             self.short_free = len(self.groups) - self.ranked
             self.filled = True
@@ -83,17 +88,17 @@ class Feed:
         for chain in self.chains.values():
             chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
 
-    def _next_filling(self, device: str) -> list[str] | None:
+    def _next_filling(self, device: str) -> tuple[float, list[str]] | None:
         """The device's next filling group, if it runs none: its own chain's shortest, else the
         longest left in the chain with the most work left."""
         if device in self.filling.values():
             return None
         if self.chains.get(device):
-            return self.chains[device].pop()[1]
+            return self.chains[device].pop()
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        return max(donors, key=lambda c: sum(w for w, _ in c)).pop(0)[1]
+        return max(donors, key=lambda c: sum(w for w, _ in c)).pop(0)
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -119,20 +124,21 @@ class Feed:
         device = self.device.get(taker, "")
         if (chained := self._next_filling(device)) is not None:
             self.filling[taker] = device
-            return deque(chained)
+            self.handed += chained[0]
+            return deque(chained[1])
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
             return None
         spread = self.running[device] <= min(self.running.values())
-        room = not self.device or self.long[device] < max(1, self.per_device[device] // 2)
-        if self.head < self.ranked and ((spread and room) or not self.short_free):
+        if self.head < self.ranked and ((spread and self._due(device)) or not self.short_free):
             i = self.head
         else:
             i = self.after.get(taker, -1)
             if i < self.ranked or i >= len(self.groups) or not self.free[i]:
                 i = self._stretch()
         self.free[i] = False
+        self.handed += self.weights[i]
         if i < self.ranked:
             self.holding[taker] = self.weights[i]
             self.running[device] += self.weights[i]
@@ -141,6 +147,12 @@ class Feed:
             self.short_free -= 1
         self.after[taker] = i + 1
         return deque(self.groups[i])
+
+    def _due(self, device: str) -> bool:
+        """Whether the next long group goes out now, while short tests are left."""
+        if not self.device or not self.long[device]:
+            return True
+        return self.handed / len(self.device) + self.weights[self.head] >= self.span
 
     def _stretch(self) -> int:
         """Where a slot starts anew among the short tests: the longest run of free groups."""

@@ -8,7 +8,10 @@ never last: cut tests go first. A test with no history takes its file's median, 
 Durations are compared in whole seconds, so the many short tests keep the suite's order.
 
 A test that fills its device (`share.learn`) is expected to take its time alone: it will run
-alone among its kind, in its device's chain (see `Feed`). `simulate` replays the hand-out with
+alone among its kind, in its device's chain (see `Feed`). One presumed to fill, for want of
+evidence, joins a chain only while the chains fit in the run's ideal length (the expected work
+/ the slots): on a GPU, 78 tests presumed to fill after one night made a chain of 591 s, where
+the whole night could take 250 s. `simulate` replays the hand-out with
 the expected times to predict the run's end and how many tests are done by each minute.
 """
 
@@ -29,6 +32,7 @@ class Estimate:
     cut: bool = False  # a recent attempt was cut: `seconds` is a lower bound
     known: bool = True  # from the test's own history, not a prior
     fills: bool | None = None  # fills its device (share.learn); None: not known
+    presumed: bool = False  # fills by default, for want of evidence (Sharing.presumed)
 
 
 def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
@@ -55,8 +59,8 @@ def estimates(
         view = (sharing or {}).get(nodeid)
         if view is not None and view.fills is not None:
             alone = view.alone if view.fills and view.alone and not e.cut else e.seconds
-            fills = view.fills and alone >= LONG
-            known[nodeid] = replace(e, seconds=alone, fills=fills)
+            fills = view.fills and e.seconds >= LONG  # long with company, if not alone
+            known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed)
     by_file: dict[str, list[float]] = {}
     for nodeid, e in known.items():
         by_file.setdefault(file_of(nodeid), []).append(e.seconds)
@@ -67,6 +71,12 @@ def estimates(
             prior = by_file.get(file_of(nodeid))
             out[nodeid] = Estimate(median(prior) if prior else suite, known=False)
     return out
+
+
+def _rank(e: Estimate) -> int:
+    """Whole seconds, and at least 1 for a test that fills its device: it is handed out among
+    the long tests, in its device's chain, even where its time alone is under a second."""
+    return max(int(e.seconds), 1 if e.fills else 0)
 
 
 def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test") -> list:
@@ -85,7 +95,7 @@ def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test"
         )
     # whole seconds: tests under a second (most of a suite) keep suite order, so a file's tests
     # stay together (its module fixtures are set up once) and order-dependence stays visible
-    ranked = sorted(nodeids, key=lambda n: (not expected[n].cut, -int(expected[n].seconds)))
+    ranked = sorted(nodeids, key=lambda n: (not expected[n].cut, -_rank(expected[n])))
     return [[n] for n in ranked]
 
 
@@ -94,16 +104,30 @@ def ranked(groups: list[list[str]], expected: dict[str, Estimate], group: str = 
     the rest are the short tests, in suite order, which the feed hands out in stretches."""
     if group == "file":
         return len(groups)
-    return sum(1 for (n,) in groups if expected[n].cut or int(expected[n].seconds) >= 1)
+    return sum(1 for (n,) in groups if expected[n].cut or _rank(expected[n]) >= 1)
 
 
 def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: str) -> None:
     """Hand the run's tests to the feed: ranked, weighed, the device-filling ones marked."""
     groups = order(nodeids, expected, group)
     count = ranked(groups, expected, group)
-    weights = [sum(expected[n].seconds for n in g) for g in groups[:count]]
+    weights = [sum(expected[n].seconds for n in g) for g in groups]
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
+    if feed.device:  # presumed ones chain only while the chains fit in the run's ideal length
+        devices = len(set(feed.device.values()))
+        room = sum(weights) * devices / len(feed.device)
+        by_weight = sorted(range(count), key=lambda i: -weights[i])
+        sure = [i for i in by_weight if fills[i] and not _presumed(groups[i], expected)]
+        room -= sum(weights[i] for i in sure)
+        for i in by_weight:
+            if fills[i] and _presumed(groups[i], expected):
+                fills[i] = weights[i] <= room
+                room -= weights[i] * fills[i]
     feed.fill(groups, count, weights, fills)
+
+
+def _presumed(group: list[str], expected: dict[str, Estimate]) -> bool:
+    return all(expected[n].presumed for n in group if expected[n].fills)
 
 
 @dataclass

@@ -6,20 +6,28 @@ timeout turns the wait into a false failure. Others (the many short tests, and l
 wait on the CPU, a lock-free sleep, a compiler) share a device well. Which is which is read from
 each runner's own history, never from a list:
 
-- a test's time alone is the fastest it finished without company in recent runs;
 - each attempt of a long test had company: the other long tests that ran on the same device at
   the same time, counted as the share of its time they overlapped it (`company` 1.0: one other
   long test beside it all along);
-- an attempt with company of at least half a test that took at least 1.5x its time alone was
-  slowed by it: the device did not do both at once.
+- a test's quiet time is the fastest it finished with its least company in recent runs (alone,
+  when it ever ran alone);
+- an attempt with at least half a test more company than that which took at least 1.5x its
+  quiet time was slowed by it: the device did not do both at once.
 
 A test function (its parametrized cases pooled: they run the same kernel) fills its device when
-at least a quarter of its attempts with company were slowed, and shares it otherwise. One never
-seen with company is unknown, and the run lets it share: its timeline then says. One only ever
-seen with company has no time alone to compare with; it runs as if it filled the device (alone
-among the long tests) until it has one: on a GPU, the heavy tests of a first night all had
-company, and letting them share again is what made them take turns.
-Runs with a warm compiled-kernel cache are preferred, so that compiling is not read as waiting.
+at least a quarter of its attempts with more company were slowed, and shares it otherwise. One
+never seen with company is unknown, and the run lets it share: its timeline then says. One only
+ever seen with the same company has nothing to compare with; it runs as if it filled the device
+(alone among the long tests) until it has: on a GPU, the heavy tests of a first night all had
+company, and letting them share again is what made them take turns. A filling test never seen
+alone took turns: its time alone is estimated as its time / (1 + company). (Judging only against
+a time alone kept most long tests of a busy GPU, which never run alone, filling for good: a chain
+of 39 such tests, one at a time, ended a night 250 s after everything else.)
+How tests share a device is learned from runs with a warm compiled-kernel cache where there are
+any, so that compiling is not read as waiting. Expected durations come from runs with the same
+cache state as tonight's: with a cold cache every test also compiles its kernels (3x the time on
+a GPU, mostly on the CPU), and a plan made from warm nights sent a cold night's compiling tests
+out as if they took seconds.
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ class Sharing:
     slowed: int = 0  # of which slowed
 
     @property
+    def presumed(self) -> bool:
+        """Filling by default: no attempt with more company than its least says either way."""
+        return bool(self.fills) and not self.busy
+
+    @property
     def kind(self) -> str:
         return {True: "fills", False: "shares", None: "unknown"}[self.fills]
 
@@ -51,13 +64,13 @@ def function_of(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def preferred(samples: list[Sample]) -> list[Sample]:
-    """The samples of warm-cache runs when there are any: a cold run's times include compiling."""
-    warm = [s for s in samples if s.warm]
-    return warm or samples
+def preferred(samples: list[Sample], warm: bool = True) -> list[Sample]:
+    """The samples of runs whose cache was as warm as tonight's, when there are any."""
+    same = [s for s in samples if bool(s.warm) == warm]
+    return same or samples
 
 
-def first_attempts(samples: list[Sample]) -> dict[str, list[tuple[float, str]]]:
+def first_attempts(samples: list[Sample], warm: bool = True) -> dict[str, list[tuple[float, str]]]:
     """(duration, outcome) of each test's first attempts: what the plan's estimates read."""
     out: dict[str, list[tuple[float, str]]] = defaultdict(list)
     by_test: dict[str, list[Sample]] = defaultdict(list)
@@ -65,7 +78,7 @@ def first_attempts(samples: list[Sample]) -> dict[str, list[tuple[float, str]]]:
         if s.number == 1:
             by_test[s.nodeid].append(s)
     for nodeid, own in by_test.items():
-        out[nodeid] = [(s.duration, s.outcome) for s in preferred(own)]
+        out[nodeid] = [(s.duration, s.outcome) for s in preferred(own, warm)]
     return dict(out)
 
 
@@ -93,34 +106,37 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
     """Each test's time alone and whether it fills its device (see the module's docstring)."""
     samples = preferred(samples)
     company = _company(samples)
-    alone: dict[str, float] = {}
+    finished = [(i, s) for i, s in enumerate(samples) if s.outcome not in CUT]
+    least: dict[str, float] = {}  # each test's least company in a finished attempt
+    for i, s in finished:
+        least[s.nodeid] = min(company.get(i, 0.0), least.get(s.nodeid, float("inf")))
+    quiet: dict[str, float] = {}  # its fastest time with that little company
+    for i, s in finished:
+        if company.get(i, 0.0) < least[s.nodeid] + BUSY:
+            quiet[s.nodeid] = min(s.duration, quiet.get(s.nodeid, s.duration))
+    busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
+    slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
     for i, s in enumerate(samples):
-        if s.outcome not in CUT and company.get(i, 0.0) < BUSY:
-            alone[s.nodeid] = min(s.duration, alone.get(s.nodeid, s.duration))
-    busy: dict[str, int] = defaultdict(int)  # per function: attempts with company
-    slowed: dict[str, int] = defaultdict(int)  # of which slowed, against a time alone
-    for i, s in enumerate(samples):
-        if company.get(i, 0.0) < BUSY or s.outcome in (CRASHED, INTERRUPTED):
+        base = quiet.get(s.nodeid)
+        more = company.get(i, 0.0) >= least.get(s.nodeid, 0.0) + BUSY
+        if not more or s.outcome in (CRASHED, INTERRUPTED):
             continue
         fn = function_of(s.nodeid)
         busy[fn] += 1
-        if (quiet := alone.get(s.nodeid)) is not None:
-            slowed[fn] += s.duration >= SLOWED * quiet
-    known = {function_of(n) for n in alone}
-    # a test never seen alone: if it took turns, its time alone was its time / (1 + company)
+        # cut with company and never finished with less: nothing says it did not take turns
+        slowed[fn] += s.outcome in CUT if base is None else s.duration >= SLOWED * base
+    # a filling test never seen alone: it took turns, so its time alone was time / (1 + company)
     guess: dict[str, float] = {}
-    for i, s in enumerate(samples):
-        if s.nodeid not in alone and s.outcome not in CUT and i in company:
-            share = s.duration / (1 + company[i])
+    for i, s in finished:
+        if least[s.nodeid] >= BUSY:
+            share = s.duration / (1 + company.get(i, 0.0))
             guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
+    guessed = {function_of(n) for n in guess}
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in samples}:
         fn = function_of(nodeid)
-        if not busy[fn]:
-            fills = None
-        elif fn not in known:  # only ever seen with company: alone until its time alone is known
-            fills = True
-        else:
-            fills = slowed[fn] >= max(1, busy[fn] / 4)
-        out[nodeid] = Sharing(alone.get(nodeid, guess.get(nodeid)), fills, busy[fn], slowed[fn])
+        # only ever seen with the same company: as if it filled, until more says
+        fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else (fn in guessed or None)
+        alone = guess.get(nodeid) if fills else None
+        out[nodeid] = Sharing(alone or quiet.get(nodeid), fills, busy[fn], slowed[fn])
     return out

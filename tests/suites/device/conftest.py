@@ -1,6 +1,10 @@
 """A simulated device that some tests fill. Each slice of their work holds an exclusive lock (flock
 on one file in FIXTURE_STATE), so tests that fill it at the same time take turns and all of them
-stretch, as kernels that fill a GPU do. Light tests and sleepers never touch it."""
+stretch, as kernels that fill a GPU do. Light tests and sleepers never touch it.
+
+FILL_TOGETHER=N makes the first N tests that use it wait (10 s at most) for each other, so that
+they take turns also on a loaded machine, where their processes start seconds apart; later
+ones (reruns) do not wait."""
 
 import fcntl
 import os
@@ -17,6 +21,13 @@ class Device:
         self.path = path
 
     def use(self, seconds: float) -> None:
+        if together := int(os.environ.get("FILL_TOGETHER", "0")):
+            arrived = self.path.with_name("arrived")
+            with arrived.open("a") as fh:
+                fh.write(".")
+            wait = time.monotonic() + 10
+            while len(arrived.read_text()) < together and time.monotonic() < wait:
+                time.sleep(0.01)
         with self.path.open("a") as fh:
             left = seconds
             while left > 0:
