@@ -89,6 +89,20 @@ def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     assert feed.take("d0w0") is None
 
 
+def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_run():
+    slots = {f"d0w{i}": "0" for i in range(4)}
+    heavy = [[f"h.py::t{i}"] for i in range(4)]
+    light = [[f"l.py::t{i}"] for i in range(4)]
+    weights = [10, 10, 10, 10, 1, 1, 1, 1]  # the ideal length: 44 s / 4 slots = 11 s
+    sure = Feed(slots)
+    sure.fill(heavy + light, ranked=4, weights=weights, fills=[True] * 4)
+    assert sure.lanes == {"0": 1}  # shown to fill: one at a time, however long
+    guessed = Feed(slots)
+    guessed.fill(heavy + light, 4, weights, [True] * 4, presumed=[True, False, False, False])
+    assert guessed.lanes == {"0": 2}  # 40 s in 11 s would need 4 lanes: half the slots at most
+    assert [guessed.take(w) for w in slots][:2] == ["h.py::t3", "h.py::t2"]
+
+
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):
     return AttemptRecord(nodeid, outcome, duration, started_at=_at(start), worker=worker,
                          isolated=isolated)  # fmt: skip

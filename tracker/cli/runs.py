@@ -368,6 +368,7 @@ def plan_command(
             "cut": expected[n].cut,
             "sharing": sharing[n].kind if n in sharing else "unknown",
             "slowed": [sharing[n].slowed, sharing[n].busy] if n in sharing else None,
+            "presumed": sharing[n].presumed if n in sharing else False,
         }
         for n in long
     ]
@@ -377,6 +378,7 @@ def plan_command(
                           "kernel_cache": "warm" if warm else "cold",
                           "predicted_end": round(predicted.end, 1),
                           "done_by_minute": by_minute, "long_tests": tests,
+                          "filling_at_once": predicted.lanes,
                           "without_history": unknown}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
@@ -386,9 +388,11 @@ def plan_command(
         f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)"
     )
     out.print(f"predicted: the last test ends {predicted.end:.0f} s after the first starts")
+    presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
     out.print(
-        f"{plural(len(fills), 'long test')} fill their device: one at a time per device, "
-        f"{sum(t['seconds'] for t in fills):.0f} s alone in all"
+        f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
+        f"evidence), {sum(t['seconds'] for t in fills):.0f} s in all; at once per device: "
+        + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
     )
     out.print(
         f"{plural(len(tests) - len(fills), 'other test')} of {LONG:g} s or more; "

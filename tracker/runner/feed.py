@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import threading
-from collections import deque
+from collections import Counter, deque
 
 
 class Feed:
@@ -27,7 +28,8 @@ class Feed:
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
-    each chain shortest first, and a device runs one of them at a time, beside the light work.
+    each chain shortest first, and a device runs one of them at a time, beside the light work
+    (more lanes only for a chain of presumed ones too long for the run: `_chain`).
     A device whose chain is done takes the longest test left in another device's chain.
     """
 
@@ -49,7 +51,8 @@ class Feed:
         self.current: dict[str, deque[str]] = {}
         self.returned: deque[deque[str]] = deque()
         self.chains: dict[str, list[tuple[float, list[str]]]] = {}  # device -> filling groups
-        self.filling: dict[str, str] = {}  # taker -> the device whose one filling slot it holds
+        self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
+        self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.lock = threading.Lock()
 
     def fill(
@@ -58,9 +61,11 @@ class Feed:
         ranked: int | None = None,
         weights: list[float] | None = None,
         fills: list[bool] | None = None,
+        presumed: list[bool] | None = None,
     ) -> None:
         """`weights`: the groups' expected seconds (the ranked ones at least; missing ones
-        count as 0); `fills`: which of the ranked groups fill a device."""
+        count as 0); `fills`: which of the ranked groups fill a device; `presumed`: of which
+        only presumed to, for want of evidence."""
         with self.lock:
             groups = [list(g) for g in groups if g]
             ranked = len(groups) if ranked is None else ranked
@@ -68,7 +73,9 @@ class Feed:
             fills = fills or [False] * ranked
             if self.device:
                 self.span = sum(weights) / len(self.device)
-            self._chain([(weights[i], groups[i]) for i in range(ranked) if fills[i]])
+            presumed = presumed or [False] * ranked
+            filling = [(weights[i], groups[i], presumed[i]) for i in range(ranked) if fills[i]]
+            self._chain(filling)
             keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
             self.groups = [groups[i] for i in keep]
             self.ranked = sum(1 for i in keep if i < ranked)
@@ -77,21 +84,31 @@ class Feed:
             self.short_free = len(self.groups) - self.ranked
             self.filled = True
 
-    def _chain(self, filling: list[tuple[float, list[str]]]) -> None:
+    def _chain(self, filling: list[tuple[float, list[str], bool]]) -> None:
+        """Deal the filling groups to per-device chains. A chain that holds presumed ones and
+        is longer than the run's ideal length runs in as many lanes as make it fit, up to half
+        its device's slots: 78 presumed tests made a 591 s chain on one GPU, and letting them
+        all loose instead made 6 heavy kernels take turns for minutes (bench/README.md)."""
         devices = sorted(set(self.device.values())) or [""]
         load = dict.fromkeys(devices, 0.0)
         self.chains = {d: [] for d in devices}
-        for weight, group in sorted(filling, key=lambda x: -x[0]):
+        guessing: set[str] = set()
+        for weight, group, presumed in sorted(filling, key=lambda x: -x[0]):
             device = min(devices, key=lambda d: load[d])
             load[device] += weight
             self.chains[device].append((weight, group))
-        for chain in self.chains.values():
+            if presumed:
+                guessing.add(device)
+        slots = Counter(self.device.values())
+        for device, chain in self.chains.items():
             chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
+            fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
+            self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
     def _next_filling(self, device: str) -> tuple[float, list[str]] | None:
-        """The device's next filling group, if it runs none: its own chain's shortest, else the
-        longest left in the chain with the most work left."""
-        if device in self.filling.values():
+        """The device's next filling group, if a lane is free: its own chain's shortest, else
+        the longest left in the chain with the most work left."""
+        if not self._lane_free(device):
             return None
         if self.chains.get(device):
             return self.chains[device].pop()
@@ -99,6 +116,9 @@ class Feed:
         if not donors:
             return None
         return max(donors, key=lambda c: sum(w for w, _ in c)).pop(0)
+
+    def _lane_free(self, device: str) -> bool:
+        return list(self.filling.values()).count(device) < self.lanes.get(device, 1)
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -183,7 +203,7 @@ class Feed:
             if not self.filled:
                 return True
             device = self.device.get(taker, "")
-            chained = device not in self.filling.values() and any(self.chains.values())
+            chained = self._lane_free(device) and any(self.chains.values())
             return bool(
                 self.returned or self.current.get(taker) or chained or any(self.free[self.head :])
             )

@@ -8,11 +8,10 @@ never last: cut tests go first. A test with no history takes its file's median, 
 Durations are compared in whole seconds, so the many short tests keep the suite's order.
 
 A test that fills its device (`share.learn`) is expected to take its time alone: it will run
-alone among its kind, in its device's chain (see `Feed`). One presumed to fill, for want of
-evidence, joins a chain only while the chains fit in the run's ideal length (the expected work
-/ the slots): on a GPU, 78 tests presumed to fill after one night made a chain of 591 s, where
-the whole night could take 250 s. `simulate` replays the hand-out with
-the expected times to predict the run's end and how many tests are done by each minute.
+alone among its kind, in its device's chain (see `Feed`). A chain of tests only presumed to
+fill, for want of evidence, that is longer than the run's ideal length runs in more lanes.
+`simulate` replays the hand-out with the expected times to predict the run's end and how many
+tests are done by each minute.
 """
 
 from __future__ import annotations
@@ -113,21 +112,8 @@ def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: s
     count = ranked(groups, expected, group)
     weights = [sum(expected[n].seconds for n in g) for g in groups]
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
-    if feed.device:  # presumed ones chain only while the chains fit in the run's ideal length
-        devices = len(set(feed.device.values()))
-        room = sum(weights) * devices / len(feed.device)
-        by_weight = sorted(range(count), key=lambda i: -weights[i])
-        sure = [i for i in by_weight if fills[i] and not _presumed(groups[i], expected)]
-        room -= sum(weights[i] for i in sure)
-        for i in by_weight:
-            if fills[i] and _presumed(groups[i], expected):
-                fills[i] = weights[i] <= room
-                room -= weights[i] * fills[i]
-    feed.fill(groups, count, weights, fills)
-
-
-def _presumed(group: list[str], expected: dict[str, Estimate]) -> bool:
-    return all(expected[n].presumed for n in group if expected[n].fills)
+    presumed = [any(expected[n].presumed for n in g) for g in groups[:count]]
+    feed.fill(groups, count, weights, fills, presumed)
 
 
 @dataclass
@@ -135,6 +121,7 @@ class Prediction:
     end: float  # seconds from the first test to the last one's end
     busy: dict[str, float]  # each slot's busy seconds
     ends: list[float]  # each test's predicted end, in order
+    lanes: dict[str, int]  # device -> the filling tests it runs at once
 
 
 def simulate(
@@ -156,4 +143,4 @@ def simulate(
         done.append(now + seconds)
         heapq.heappush(clock, (now + seconds, name))
     done.sort()
-    return Prediction(max(done, default=0.0), busy, done)
+    return Prediction(max(done, default=0.0), busy, done, feed.lanes)
