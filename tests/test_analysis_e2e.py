@@ -182,7 +182,9 @@ def test_promotion_exit_codes(tmp_path):
     ingest_nights(tmp_path)
     not_met = tracker(tmp_path, "promotion", "--suite", "transformers")
     assert not_met.returncode == 3
-    assert "NOT MET" in not_met.stdout and "earliest date" in not_met.stdout
+    assert "NOT MET" in not_met.stdout and "Not met: " in not_met.stdout
+    assert re.search(r"\d+ of [\d,]+ runs? green \(\d+\.\d%, need 95%\)", not_met.stdout)
+    assert "earliest" in not_met.stdout or "not within the next window" in not_met.stdout
     unknown = tracker(tmp_path, "promotion", "--suite", "nope")
     assert unknown.returncode == 2 and "no suite 'nope'" in unknown.stderr
 

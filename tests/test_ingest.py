@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -366,3 +367,50 @@ def test_junit_nested_too_deep_is_refused(tmp_path):
     path.write_text("<testsuites>" + "<testsuite>" * 5000 + "</testsuite>" * 5000 + "</testsuites>")
     with pytest.raises(IngestError, match="nested more than 100 deep"):
         load(path)
+
+
+def test_an_xdist_reportlog_keeps_each_workers_order_and_times(tmp_path, settings):
+    import subprocess
+    import sys
+
+    from fastapi.testclient import TestClient
+    from helpers import SUITES
+
+    from tracker.db import session_scope
+    from tracker.store import save_run
+    from tracker.web.app import create_app
+
+    log = tmp_path / "xdist.jsonl"
+    args = ["-n", "2", "-p", "xdist", f"--report-log={log}", "-q", "test_fast.py", "test_slow.py"]
+    subprocess.run([sys.executable, "-m", "pytest", *args], cwd=SUITES / "dispatch", check=True)
+    record = load(log)
+    by_worker: dict[str, list] = {}
+    for a in record.attempts:
+        by_worker.setdefault(a.worker, []).append(a)
+    assert set(by_worker) == {"gw0", "gw1"}
+    for process, worker in enumerate(("gw0", "gw1")):
+        own = by_worker[worker]
+        assert {a.process for a in own} == {process}
+        assert [a.position for a in own] == list(range(len(own)))  # each worker's own order
+        starts = [a.started_at for a in own]
+        assert None not in starts and starts == sorted(starts)
+    with session_scope(settings.database_url) as session:
+        run_id = save_run(session, record).id
+    page = TestClient(create_app(settings)).get(f"/runs/{run_id}").text
+    assert re.search(r"Idle share per slot: gw0 \d+%, gw1 \d+%\.", page.replace("\n", " "))
+
+
+def test_a_junit_file_without_times_draws_no_timeline(tmp_path, settings):
+    from fastapi.testclient import TestClient
+
+    from tracker.db import session_scope
+    from tracker.store import save_run
+    from tracker.web.app import create_app
+
+    xml = tmp_path / "j.xml"
+    xml.write_text('<testsuite><testcase classname="t" name="a" time="1.5"/></testsuite>')
+    with session_scope(settings.database_url) as session:
+        run_id = save_run(session, load(xml)).id
+    page = TestClient(create_app(settings)).get(f"/runs/{run_id}").text
+    assert "No timeline: the file gives no start times for its tests." in page
+    assert '<svg class="timeline"' not in page

@@ -20,6 +20,7 @@ from tracker.analysis.history import RunRow
 from tracker.analysis.stats import prob_rate_at_least, runs_needed, wilson
 from tracker.config import PromotionConfig
 from tracker.records import RUN_INTERRUPTED, RUN_PASSED
+from tracker.words import plural
 
 COUNTED = ("passed", "flaky", "failed", "timed_out", "infra_error")
 
@@ -103,6 +104,50 @@ class Verdict:
             )
         return parts
 
+    def _said(self) -> list[tuple[bool, str]]:
+        """Each part of the criterion in words, with its numbers: (met, text)."""
+        c = self.config
+        flaky = len(self.unquarantined_flaky)
+        said = [
+            (
+                self.consecutive_days >= c.consecutive_days,
+                f"{self.consecutive_days} of {c.consecutive_days} days in a row with a run",
+            ),
+            (
+                self.rate is not None and self.rate >= c.min_success_rate,
+                f"{self.successes} of {plural(self.total, 'run')} green"
+                + (f" ({self.rate:.1%}, need {c.min_success_rate:.0%})" if self.total else ""),
+            ),
+            (
+                not flaky,
+                f"{plural(flaky, 'flaky test')} not quarantined"
+                if flaky
+                else "no flaky test left unquarantined",
+            ),
+        ]
+        if c.min_confidence is not None:
+            said.append(
+                (
+                    self.confidence >= c.min_confidence,
+                    f"P(rate >= {c.min_success_rate:.0%}) {self.confidence:.2f}, need "
+                    f"{c.min_confidence}",
+                )
+            )
+        return said
+
+    def headline(self) -> str:
+        """The verdict in one line, with its reasons: what the overview, the suite page, the
+        badge's title and the CLI all say."""
+        said = self._said()
+        if self.met:
+            return "Met: " + ", ".join(text for _, text in said)
+        when = (
+            f"earliest {self.earliest.isoformat()} if every coming run passes"
+            if self.earliest
+            else "not within the next window"
+        )
+        return "Not met: " + ", ".join(text for ok, text in said if not ok) + f"; {when}"
+
     def summary(self) -> dict[str, Any]:
         """The verdict in one row (a runner's, beside the others)."""
         return {
@@ -113,6 +158,7 @@ class Verdict:
             "success_rate": self.rate,
             "unquarantined_flaky": len(self.unquarantined_flaky),
             "earliest_date": self.earliest.isoformat() if self.earliest else None,
+            "headline": self.headline(),
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -131,6 +177,7 @@ class Verdict:
             "earliest_date": self.earliest.isoformat() if self.earliest else None,
             "unquarantined_flaky": self.unquarantined_flaky,
             "notes": self.notes,
+            "headline": self.headline(),
         }
 
 

@@ -233,9 +233,13 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
     else:
         head = Text(*_met(v.met, "MET", "NOT MET"))
         out.print(head.append(f"  {suite}" + (f" on {runner}" if runner else ""), style=""))
+        out.print(Text(f"  {v.headline()}"))
         for p in v.parts():
             mark = "✓" if p["ok"] else "✗"
-            out.print(Text(f"  {mark} {p['name']}: {p['measured']} (need {p['required']})"))
+            measured = p["measured"]
+            if p["name"].startswith("run success rate") and isinstance(measured, float):
+                measured = f"{measured:.1%} ({v.successes} of {plural(v.total, 'run')})"
+            out.print(Text(f"  {mark} {p['name']}: {measured} (need {p['required']})"))
         lo, hi = v.interval
         counts = counts_text(v.counts)
         out.print(Text(f"  runs: {counts or 'none'}"))
@@ -246,9 +250,6 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
                 f"{v.confidence:.2f}"
             )
         )
-        if not v.met:
-            when = v.earliest.isoformat() if v.earliest else "not within the next window"
-            out.print(Text(f"  earliest date if every coming run passes: {when}"))
         for note in v.notes:
             out.print(Text(f"  {note}", style="dim"))
         if len(per_runner) > 1:

@@ -137,6 +137,12 @@ def read_path(path: Path, limit: int = MAX_BYTES) -> FileResults:
         raise IngestError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def _worker_order(name: str) -> tuple[int, str]:
+    """gw2 before gw10."""
+    digits = name.lstrip("gw")
+    return (int(digits), name) if digits.isdigit() and len(digits) < 9 else (1 << 30, name)
+
+
 def load_run(
     path: Path,
     *,
@@ -161,8 +167,15 @@ def load_run(
     if not attempts:
         raise IngestError(f"{name}: holds no test results")
     collected = list(dict.fromkeys(a.nodeid for a in attempts))
-    for position, attempt in enumerate(attempts):  # one file: one process, in this order
-        attempt.process, attempt.position = 0, position
+    # each xdist worker is one process, its tests in the file's order (reports reach the log as
+    # they happen); a file without workers is one process
+    workers = sorted({a.worker or "" for a in attempts}, key=_worker_order)
+    process = {w: i for i, w in enumerate(workers)}
+    positions = dict.fromkeys(workers, 0)
+    for attempt in attempts:
+        worker = attempt.worker or ""
+        attempt.process, attempt.position = process[worker], positions[worker]
+        positions[worker] += 1
     if started_at is not None and started_at.tzinfo is None:
         raise IngestError("--started-at needs a time zone offset, e.g. 2026-11-30T22:00:00+08:00")
     record = RunRecord(

@@ -93,6 +93,12 @@ def _moment(value: Any) -> datetime | None:
     return moment if moment >= EARLIEST else None  # 0: a placeholder, not a time
 
 
+def _worker(data: dict[str, Any]) -> str | None:
+    """xdist's worker of a report, bounded like any name from a file."""
+    worker = data.get("worker_id")
+    return worker[:50] if isinstance(worker, str) and worker.isprintable() and worker else None
+
+
 def _is_timeout(message: str | None) -> bool:
     # pytest-timeout fails the test with "Failed: Timeout (>Ns) from pytest-timeout."
     return bool(message) and message.startswith("Failed: Timeout")
@@ -107,6 +113,7 @@ class _Open:
     message: str | None = None
     longrepr: str | None = None
     wasxfail: bool = False
+    worker: str | None = None  # pytest-xdist's worker_id ("gw3"); None: a single process
 
 
 class ReportLogParser:
@@ -164,7 +171,7 @@ class ReportLogParser:
         if when == "setup" or cur is None:
             if cur is not None:  # a new setup while one is open: the earlier one never ended
                 self._done(cur, INTERRUPTED)
-            cur = self._open[nodeid] = _Open(nodeid, None, 0.0, started)
+            cur = self._open[nodeid] = _Open(nodeid, None, 0.0, started, worker=_worker(data))
             if started and (self.first_start is None or started < self.first_start):
                 self.first_start = started
         cur.duration += duration
@@ -206,6 +213,7 @@ class ReportLogParser:
             message=cur.message,
             longrepr=cur.longrepr,
             started_at=cur.started_at,
+            worker=cur.worker,
         )
         self.attempts.append(attempt)
         return attempt

@@ -109,15 +109,15 @@ def make(scope: Scope, suite: str, runner: str | None, metric: Metric) -> Badge:
     verdict = scope.promotion()
     if verdict.met:
         return Badge("promotion", "criterion met", GREEN)
-    when = f"earliest {verdict.earliest.isoformat()}" if verdict.earliest else "not met"
-    return Badge("promotion", when, YELLOW if verdict.earliest else RED)
+    green = f"{verdict.successes}/{verdict.total} runs green"
+    return Badge("promotion", f"not met: {green}", RED)
 
 
 def _rate_badge(scope: Scope, metric: Metric) -> Badge:
     days = scope.settings.promotion.window_days
     r = scope.rates(days)
     if metric == Metric.pass_rate:
-        label, rate, detail = f"test pass rate {days}d", r.test_pass_rate, f"{r.ran} tests"
+        label, rate, detail = f"passed results {days}d", r.test_pass_rate, f"{r.ran:,} results"
     else:
         label, rate, detail = f"green runs {days}d", r.green_runs, f"{r.runs} runs"
     if rate is None:

@@ -129,6 +129,7 @@ def suite_page(
     return render(
         request,
         "suite.html",
+        verdict=Scope(session, settings, suite).promotion(),  # the criterion's own window
         runners=runners,
         comparison=compare_runners(session, settings, suite, runners, window),
         suite=suite,
@@ -192,6 +193,8 @@ def run_page(
     clusters = sorted(groups.items(), key=lambda kv: -len(kv[1]))
     times = queries.run_attempt_times(session, run_id)
     base = datetime.fromisoformat(run["started_at"]).replace(tzinfo=None)
+    if times:  # an ingested run's stated start may come after its first test
+        base = min(base, times[0]["started_at"].replace(tzinfo=None))
     for a in times:  # seconds from the run's start
         a["offset"] = max(0.0, (a["started_at"].replace(tzinfo=None) - base).total_seconds())
     longest = sorted(times, key=lambda a: -a["duration"])[:12]
@@ -203,11 +206,12 @@ def run_page(
             queries.final_outcomes(session, run_id),
         )
         bad = set(FAILING)
+        earlier = queries.run_info(session, previous)
+        unprobed = [f"run #{r['id']}" for r in (earlier, run) if not r["environment"]]
         changes = {
             "previous": previous,
-            "environment": environment_diff(
-                _with_cache(queries.run_info(session, previous)), _with_cache(run)
-            ),
+            "unknown": " and ".join(unprobed),
+            "environment": environment_diff(_with_cache(earlier), _with_cache(run)),
             "new_failures": sorted(
                 n for n, o in now.items() if o in bad and before.get(n) not in bad
             ),

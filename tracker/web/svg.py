@@ -107,7 +107,7 @@ def timeline(
     scale = (width - pad_l - pad_r) / end
     slots: dict[str, dict[str, Any]] = {}
     for a in attempts:
-        slot = slots.setdefault(a["worker"] or "?", {"busy": [], "marks": [], "work": 0.0})
+        slot = slots.setdefault(a["worker"] or "main", {"busy": [], "marks": [], "work": 0.0})
         slot["work"] += a["duration"]
         x0, x1 = pad_l + a["offset"] * scale, pad_l + (a["offset"] + a["duration"]) * scale
         bars = slot["busy"]
