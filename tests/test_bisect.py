@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from fastapi.testclient import TestClient
 from helpers import tracker
 
@@ -105,3 +106,19 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
     assert f"first bad commit: {shas[13]} change 13: the breaking one" in table
     wrong = tracker(tmp_path, "bisect", TARGET, "--good", shas[20], "--bad", shas[1])
     assert wrong.returncode == 2 and "not an ancestor" in wrong.stderr
+    # both ends are checked first: a good end that fails is said, and nothing is stored
+    both_bad = tracker(tmp_path, "bisect", TARGET, "--good", shas[14], "--bad", shas[20])
+    assert both_bad.returncode == 2, both_bad.stdout
+    assert f"the good end {shas[14][:12]} is bad (failed, failed)" in both_bad.stderr
+    assert (
+        TestClient(app).get(f"/api/v1/tests/{test_id['test_id']}").json()["bisect"] == api["bisect"]
+    )
+    both_good = tracker(tmp_path, "bisect", TARGET, "--good", shas[1], "--bad", shas[9])
+    assert both_good.returncode == 2 and "the bad end" in both_good.stderr
+
+
+def test_a_folder_inside_another_repository_is_not_bisected(tmp_path):
+    _repo(tmp_path / "repo")
+    (tmp_path / "repo" / "suite").mkdir()  # as the bundled example sits in the tracker's repo
+    with pytest.raises(bisect.BisectError, match="not the top of a git checkout"):
+        bisect.commit_range(tmp_path / "repo" / "suite", "HEAD~1", "HEAD")

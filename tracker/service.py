@@ -280,7 +280,9 @@ def find_first_bad(
             f"{nodeid} is not broken since a commit in the window: give --good and --bad"
         )
     repo = Path(suite.path)
-    commits = bisect.commit_range(repo, good, bad)
+    good, commits = bisect.commit_range(repo, good, bad)
+    if not commits:
+        raise bisect.BisectError(f"no commit after {good[:12]} up to {bad}: nothing to bisect")
     started, tries = datetime.now(UTC), settings.analysis.polluter_tries
     with _investigation(settings, suite) as (workdir, env), bisect.worktree(repo) as tree:
         job = job_for(
@@ -290,7 +292,11 @@ def find_first_bad(
             time.monotonic() + suite.run_timeout,
             env,
         )
-        suspects, steps = bisect.bisect(commits, bisect.in_processes(job, tree, nodeid, tries))
+        verdict_of = bisect.in_processes(job, tree, nodeid, tries)
+        ends = [verdict_of(good), verdict_of(commits[-1])]  # both ends first, as git bisect
+        bisect.check_ends(*ends)
+        suspects, steps = bisect.bisect(commits, verdict_of)
+        steps = [*ends, *steps]
     result = bisect.Bisect(nodeid, bisect.NO_RANGE, steps=steps)
     if len(suspects) == 1:
         result.verdict, result.first_bad = bisect.FOUND, suspects[0]

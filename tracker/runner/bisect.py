@@ -90,15 +90,33 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def commit_range(repo: Path, good: str, bad: str) -> list[str]:
-    """The commits after `good` up to `bad`, oldest first, on the path between them."""
+def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
+    """`good` as a full hash, and the commits after it up to `bad`, oldest first, on the path
+    between them. The suite must be its own git checkout: a folder inside another repository
+    (the bundled example) would bisect that repository's history, not the suite's."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if Path(top).resolve() != repo.resolve():
+        raise BisectError(
+            f"{repo} is not the top of a git checkout (its runs are recorded as a plain folder):"
+            " bisect needs the suite's own repository"
+        )
     good, bad = _git(repo, "rev-parse", f"{good}^{{commit}}"), _git(repo, "rev-parse", bad)
     if subprocess.run(
         ["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad]
     ).returncode:
         raise BisectError(f"{good[:12]} is not an ancestor of {bad[:12]}")
     listed = _git(repo, "rev-list", "--reverse", "--ancestry-path", f"{good}..{bad}")
-    return listed.split()
+    return good, listed.split()
+
+
+def check_ends(good: Step, bad: Step) -> None:
+    """Bisect only between a good end that passes and a bad end that fails; else say so."""
+    for step, want in ((good, GOOD), (bad, BAD)):
+        if step.verdict != want:
+            raise BisectError(
+                f"the {want} end {step.commit[:12]} is {step.verdict} "
+                f"({', '.join(step.outcomes)}), not {want}: nothing to bisect, nothing stored"
+            )
 
 
 def subject(repo: Path, commit: str) -> str:
