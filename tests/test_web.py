@@ -470,23 +470,33 @@ def test_the_suite_page_compares_runners(tmp_path):
     from tracker.db import session_scope
     from tracker.ingest import load_run
 
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}", data_dir=tmp_path)
     x, y = "t/test_mlp.py::test_x", "t/test_mlp.py::test_y"
     now = datetime.now(UTC)
-    with session_scope(settings.database_url) as session:
-        for runner, outcomes in (("a2-8", "pppp"), ("a2-1", "pfpf")):
-            for night, o in enumerate(outcomes):
-                path = tmp_path / f"{runner}-{night}.xml"
-                cases = {x: ("passed" if o == "p" else "failed", "boom"), y: ("passed", None)}
-                path.write_text(junit(cases))
-                started = now - timedelta(days=4 - night)
-                run = load_run(path, suite="s", runner=runner, commit="c", started_at=started)
-                store.save_run(session, run)
-    page = TestClient(create_app(settings)).get("/suites/s").text
+
+    def suite_page(name: str, nights: dict[str, str]) -> str:
+        settings = Settings(database_url=f"sqlite:///{tmp_path / name}", data_dir=tmp_path)
+        with session_scope(settings.database_url) as session:
+            for runner, outcomes in nights.items():
+                for night, o in enumerate(outcomes):
+                    path = tmp_path / f"{runner}-{night}.xml"
+                    cases = {x: ("passed" if o == "p" else "failed", "boom"), y: ("passed", None)}
+                    path.write_text(junit(cases))
+                    started = now - timedelta(days=4 - night)
+                    run = load_run(path, suite="s", runner=runner, commit="c", started_at=started)
+                    store.save_run(session, run)
+        return TestClient(create_app(settings)).get("/suites/s").text
+
+    page = suite_page("r.db", {"a2-8": "pppp", "a2-1": "pfpf", "new": "p"})
     assert "<h2>Runners compared" in page
-    row = re.search(r"test_x</a></td><td>(\w+)</td><td>(\w+)</td>", page)
-    assert row and row.groups() == ("flaky", "stable")  # a2-1, a2-8: sorted by name
+    row = re.search(r"test_x</a></td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", page)
+    assert row and row.groups() == (  # a2-1, a2-8, new: sorted by name, each with its counts
+        "flaky <small>2/4</small>",
+        "stable <small>0/4</small>",
+        "<small>too few runs (0/1)</small>",  # one run says nothing: no conclusion drawn
+    )
     assert "test_y</a>" not in page.split("Runners compared")[1].split("</table>")[0]
+    alone = suite_page("one.db", {"a2-1": "pfpf", "new": "p"})  # flaky beside one run only
+    assert "No test's verdict differs between runners with at least 3 runs" in alone
 
 
 def test_a_broken_test_links_to_what_changed_when_it_broke(client):

@@ -94,6 +94,9 @@ class CaseStats:
         }
 
 
+HISTORY_RUNS = 3  # the fewest runs in which history can show a test flaky: 2 failures, 1 pass
+
+
 def judge(
     observations: list[Observation], cascade_share: float = 0.5, cascade_min: int = 5
 ) -> dict[int, CaseStats]:

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from tracker import push, quarantine, queries
 from tracker.analysis import history
 from tracker.analysis.clusters import signature
-from tracker.analysis.flaky import NO_DATA
+from tracker.analysis.flaky import HISTORY_RUNS, NO_DATA
 from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
@@ -79,21 +79,28 @@ def compare_runners(
     session: Any, settings: Any, suite: str, runners: list[str], days: int | None
 ) -> list[dict[str, Any]]:
     """Tests whose verdict differs between runners (stable on a2-8, flaky on a2-1): the
-    device, not the test, may be the cause. Tests a runner did not run are left out."""
+    device, not the test, may be the cause. A runner's verdict counts only from as many runs of
+    the test as history needs to call one flaky (HISTORY_RUNS): one run of a test says "stable"
+    of nearly anything. Each side shows its counts."""
     if len(runners) < 2:
         return []
-    verdicts: dict[int, dict[str, str]] = defaultdict(dict)
+    sides: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     names: dict[int, str] = {}
     for runner in runners:
         for test_id, stats in Scope(session, settings, suite, runner, days).stats().items():
             if stats.verdict != NO_DATA:
-                verdicts[test_id][runner] = stats.verdict
+                sides[test_id][runner] = {
+                    "verdict": stats.verdict,
+                    "runs": stats.runs,
+                    "failures": stats.failures,
+                    "enough": stats.runs >= HISTORY_RUNS,
+                }
                 names[test_id] = stats.nodeid
-    differing = [
-        {"test_id": t, "nodeid": names[t], "verdicts": v}
-        for t, v in verdicts.items()
-        if len(v) > 1 and len(set(v.values())) > 1
-    ]
+    differing = []
+    for test_id, side in sides.items():
+        judged = {s["verdict"] for s in side.values() if s["enough"]}
+        if sum(s["enough"] for s in side.values()) > 1 and len(judged) > 1:
+            differing.append({"test_id": test_id, "nodeid": names[test_id], "sides": side})
     return sorted(differing, key=lambda row: row["nodeid"])[:100]
 
 
@@ -132,6 +139,7 @@ def suite_page(
         verdict=Scope(session, settings, suite).promotion(),  # the criterion's own window
         runners=runners,
         comparison=compare_runners(session, settings, suite, runners, window),
+        history_runs=HISTORY_RUNS,
         suite=suite,
         trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%".format),
         duration_chart=svg.line_chart(durations, y_format=seconds),
