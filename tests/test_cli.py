@@ -251,3 +251,18 @@ def test_ingest_of_a_directory_is_one_line_not_a_traceback(tmp_path):
     proc = tracker(tmp_path, "ingest", "results", "--suite", "s", "--runner", "r")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "is a directory" in proc.stderr
+
+
+def test_empty_answers_are_said_and_words_are_whole(tmp_path):
+    from helpers import junit
+
+    from tracker.words import plural
+
+    assert (plural(1, "pass"), plural(17, "pytest process")) == ("1 pass", "17 pytest processes")
+    (tmp_path / "j.xml").write_text(junit({"t/test_a.py::test_a": ("passed", None)}))
+    assert tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "r").returncode == 0
+    listed = tracker(tmp_path, "quarantine", "list", "--suite", "s")
+    assert listed.returncode == 0 and "No test of s is quarantined." in listed.stdout
+    proposed = tracker(tmp_path, "quarantine", "propose", "--suite", "s")
+    assert proposed.returncode == 0 and proposed.stdout == ""  # stdout: commands only
+    assert "Nothing to propose: no flaky test of s" in proposed.stderr

@@ -188,7 +188,9 @@ def test_badges(client):
     assert promotion["color"] == client.get("/badge/transformers.json").json()["color"]  # red
     runs = client.get("/badge/transformers.json", params={"runner": "gha-910b4", "metric": "runs"})
     assert (runs.json()["label"], runs.json()["message"]) == ("green runs 14d", "0% of 1 runs")
-    assert client.get("/badge/transformers.svg", params={"metric": "bogus"}).status_code == 422
+    bogus = client.get("/badge/transformers.svg", params={"metric": "bogus"})
+    assert bogus.status_code == 422 and bogus.headers["content-type"] == "image/svg+xml"
+    assert "invalid metric" in bogus.text  # an image that names the problem, not a JSON error
     assert client.get("/badge/nope.svg").status_code == 404
 
 
@@ -505,3 +507,14 @@ def test_a_broken_test_links_to_what_changed_when_it_broke(client):
     link = f"/runs/{broken['broken_run']}?against={broken['good_run']}"
     assert f'href="{link}"' in page
     assert f'Against run <a href="/runs/{broken["good_run"]}"' in client.get(link).text
+
+
+def test_pages_say_what_they_show_for_odd_addresses(client):
+    assert client.get("/runs/6", params={"outcome": "bogus"}).status_code == 422
+    assert client.get("/runs/6", params={"outcome": ""}).status_code == 200  # the form's "all"
+    past = client.get("/runs/6", params={"offset": 99999}).text
+    assert "none from number 100,000" in past and "–99999 shown" not in past
+    flaky = client.get("/suites/transformers/flaky").text
+    assert "No flaky tests in the window." not in flaky
+    none = client.get("/suites/transformers/flaky", params={"q": "zzz"}).text
+    assert re.search(r"No flaky test matches “zzz” \(\d+ flaky tests? in the window\)", none)

@@ -22,8 +22,10 @@ def moment(value: str | None) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    """`1 run`, `2,608 runs`."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+    """`1 run`, `2,608 runs`, `17 pytest processes`."""
+    if n == 1:
+        return f"{n:,} {word}"
+    return f"{n:,} {word}{'es' if word.endswith(('s', 'x', 'sh', 'ch')) else 's'}"
 
 
 def counts_text(counts: dict[str, int]) -> str:

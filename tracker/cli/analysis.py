@@ -26,6 +26,7 @@ from tracker.cli.app import (
     JsonOpt,
     SuiteOpt,
     app,
+    err,
     fail,
     out,
     state,
@@ -312,6 +313,8 @@ def quarantine_list(suite: SuiteOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         _dump({"suite": suite, "quarantined": rows})
         return
+    if not rows:
+        out.print(f"No test of {suite} is quarantined.")
     for r in rows:
         out.print(Text(f"{r['nodeid']}  since {r['since'][:10]} by {r['by']}: {r['reason']}"))
 
@@ -334,9 +337,11 @@ def quarantine_propose(
     if as_json:
         _dump({"suite": suite, "proposals": [x.as_dict() for x in proposals]})
         return
+    if not proposals:  # on stderr: stdout stays a list of commands to paste
+        err.print(f"Nothing to propose: no flaky test of {suite} with {minimum}+ failed runs.")
     for x in proposals:
-        kinds = ", ".join(sorted(x.evidence))
-        reason = f"flaky: {x.failures}/{x.runs} failed ({kinds})"
+        kinds = ", ".join(sorted(x.evidence)).replace("_", " ")
+        reason = f"failed {x.failures} of {plural(x.runs, 'run')} ({kinds})"
         command = ["tracker", "quarantine", "add", "--suite", suite, escape_controls(x.nodeid)]
         # quoted for the shell it is pasted into, and never wrapped: half a command is worse
         print(shlex.join([*command, "--reason", reason, "--by", "rule:flaky"]))

@@ -87,7 +87,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
-        if request.url.path.startswith(("/api/", "/badge/")):
+        path = request.url.path
+        if path.startswith("/badge/") and path.endswith(".svg"):
+            names = ", ".join(str(e["loc"][-1]) for e in exc.errors())
+            return unknown_badge(path, str(exc.errors()), f"invalid {names}", 422)
+        if path.startswith(("/api/", "/badge/")):
             return await request_validation_exception_handler(request, exc)
         where = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors()

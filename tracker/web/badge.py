@@ -76,15 +76,16 @@ def svg(badge: Badge) -> str:
     )
 
 
-def unknown_badge(path: str, why: str) -> Response:
-    """A grey "unknown" badge with a 404, as shields draws one: an image still shows."""
+def unknown_badge(path: str, why: str, message: str = "unknown", status: int = 404) -> Response:
+    """A grey badge that names the problem ("unknown", "invalid metric"), with its status, as
+    shields draws one: a README still shows an image, never a broken one."""
     name = path.rsplit("/", 1)[-1]
     suite, _, kind = name.rpartition(".")
-    badge = Badge(suite[:60] or "suite", "unknown", GREY)
+    badge = Badge(suite[:60] or "suite", message[:60], GREY)
     if kind == "json":
-        return JSONResponse(badge.shields() | {"detail": why}, status_code=404)
+        return JSONResponse(badge.shields() | {"detail": why}, status_code=status)
     headers = {"Cache-Control": "no-cache"}
-    return Response(svg(badge), status_code=404, media_type="image/svg+xml", headers=headers)
+    return Response(svg(badge), status_code=status, media_type="image/svg+xml", headers=headers)
 
 
 def etag(body: str) -> str:

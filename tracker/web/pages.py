@@ -186,7 +186,7 @@ def run_page(
     request: Request,
     run_id: RowId,
     session: SessionDep,
-    outcome: str | None = Query(None, max_length=20),
+    outcome: str | None = Query(None, pattern=f"^({'|'.join(FINAL_OUTCOMES)})?$"),
     kernel: str | None = Query(None, max_length=200),
     q: str | None = tables.TextQ,
     sort: str | None = tables.SortQ,
@@ -321,7 +321,8 @@ def flaky_page(
 ) -> HTMLResponse:
     scope = Scope(session, settings, suite, days=days)
     deselect = "\n".join(quarantine.deselect_lines(quarantine.active(session, suite)))
-    flaky = tables.sort_filter(scope.flaky(), q, sort, FLAKY_COLUMNS, lambda f: f.nodeid)
+    everything = scope.flaky()
+    flaky = tables.sort_filter(everything, q, sort, FLAKY_COLUMNS, lambda f: f.nodeid)
     broken = scope.broken()
     ids = [f.test_id for f in [*flaky, *broken]]
     return render(
@@ -329,6 +330,8 @@ def flaky_page(
         "flaky.html",
         suite=suite,
         flaky=flaky,
+        in_window=len(everything),
+        q=q,
         broken=broken,
         deselect=deselect,
         days=scope.days,
