@@ -518,3 +518,12 @@ def test_pages_say_what_they_show_for_odd_addresses(client):
     assert "No flaky tests in the window." not in flaky
     none = client.get("/suites/transformers/flaky", params={"q": "zzz"}).text
     assert re.search(r"No flaky test matches “zzz” \(\d+ flaky tests? in the window\)", none)
+
+
+def test_the_run_page_leads_with_what_failed(client):
+    page = client.get("/runs/6").text
+    table = page.split('<table id="results">')[1]
+    outcomes = re.findall(r"<td><span class=\"status s-(\w+)\"", table)
+    assert outcomes and outcomes[0] in ("failed", "error", "crashed", "timeout")
+    passed = outcomes.index("passed")
+    assert not {"failed", "error", "crashed", "timeout"} & set(outcomes[passed:])

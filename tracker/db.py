@@ -7,6 +7,7 @@ failing; foreign keys are off by default in SQLite and the schema relies on them
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,6 +96,8 @@ def upgrade(engine: Engine) -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
+    # every start upgrades: Alembic's INFO lines ("Context impl SQLiteImpl", ...) say nothing
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     with _migration_lock(engine), engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

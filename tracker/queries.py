@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlmodel import Session
 
 from tracker.models import (
@@ -21,7 +21,16 @@ from tracker.models import (
     StoreMeta,
     Suite,
 )
-from tracker.records import FAILING, RUN_FORMAT, RUN_RUNNING, Sample
+from tracker.records import (
+    FAILING,
+    FLAKY,
+    INTERRUPTED,
+    NOT_RUN,
+    RUN_FORMAT,
+    RUN_RUNNING,
+    UNCONFIRMED,
+    Sample,
+)
 
 
 class NotFound(LookupError):
@@ -110,7 +119,14 @@ def store_id(session: Session) -> str:
 
 
 # the run page's sortable columns; suite order by default ("-": descending)
+_PROBLEMS_FIRST = case(  # what failed, then what is in doubt, then the rest
+    (Result.outcome.in_(sorted(FAILING)), 0),
+    (Result.outcome == FLAKY, 1),
+    (Result.outcome.in_((UNCONFIRMED, INTERRUPTED, NOT_RUN)), 2),
+    else_=3,
+)
 RESULT_ORDER = {
+    "problems": (_PROBLEMS_FIRST, Result.id),
     "test": (Case.nodeid,),
     "-test": (Case.nodeid.desc(),),
     "kernel": (Case.kernel, Result.id),

@@ -24,7 +24,7 @@ from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templ
 from tracker.words import seconds
 
 router = APIRouter(include_in_schema=False)
-PAGE = 1000  # results per page of a run, as in the API
+PAGE = 200  # results per page of a run, what failed first (the API pages by 1,000)
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -233,7 +233,7 @@ def run_page(
         outcome=outcome,
         kernel=kernel,
         text=q,
-        sort=sort if sort in queries.RESULT_ORDER else None,
+        sort=sort if sort in queries.RESULT_ORDER else "problems",
         limit=PAGE,
         offset=offset,
     )
