@@ -527,3 +527,16 @@ def test_the_run_page_leads_with_what_failed(client):
     assert outcomes and outcomes[0] in ("failed", "error", "crashed", "timeout")
     passed = outcomes.index("passed")
     assert not {"failed", "error", "crashed", "timeout"} & set(outcomes[passed:])
+
+
+def test_a_traceback_opens_near_its_error_line():
+    from tracker.words import trace_from_error
+
+    lines = [f"@pytest.mark.parametrize({i})" for i in range(100)]
+    text = "\n".join(
+        [*lines, "    def test(): ...", "E   triton.OutOfResources: shared memory", "x"]
+    )
+    shown = trace_from_error(text).splitlines()
+    assert shown[0] == "… 89 lines above, in the full log" and len(shown) == 15
+    assert shown[-2].startswith("E   triton.OutOfResources")
+    assert trace_from_error("no error line\nat all") == "no error line\nat all"

@@ -39,3 +39,13 @@ def short_commit(value: str | None) -> str:
         return "–"
     prefix, _, digest = value.rpartition(":")
     return f"{prefix}:{digest[:12]}" if prefix else value[:12]
+
+
+def trace_from_error(text: str, before: int = 12) -> str:
+    """A traceback from a little before its first `E ` line: pytest prints the whole test
+    function first (decorators, parametrize lists), and the error was the 105th line."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("E ")), 0)
+    start = max(0, first - before)
+    head = [f"… {plural(start, 'line')} above, in the full log"] if start else []
+    return "\n".join([*head, *lines[start:]])

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
-from tracker.words import moment, plural, seconds, short_commit
+from tracker.words import moment, plural, seconds, short_commit, trace_from_error
 
 
 def templates_dir() -> Path:
@@ -32,7 +32,11 @@ def path_segment(value: object) -> str:
 
 templates = Jinja2Templates(directory=str(templates_dir()))
 templates.env.filters.update(
-    seg=path_segment, seconds=seconds, moment=moment, short_commit=short_commit
+    seg=path_segment,
+    seconds=seconds,
+    moment=moment,
+    short_commit=short_commit,
+    trace=trace_from_error,
 )
 templates.env.globals["plural"] = plural
 
