@@ -540,3 +540,11 @@ def test_a_traceback_opens_near_its_error_line():
     assert shown[0] == "… 89 lines above, in the full log" and len(shown) == 15
     assert shown[-2].startswith("E   triton.OutOfResources")
     assert trace_from_error("no error line\nat all") == "no error line\nat all"
+
+
+def test_times_are_shown_in_the_configured_zone_and_name_it():
+    from tracker.words import moment
+
+    assert moment("2026-11-30T14:00:00+00:00", "Asia/Shanghai") == "2026-11-30 22:00 +08:00"
+    assert moment("2026-11-30T14:00:00", "UTC") == "2026-11-30 14:00 UTC"
+    assert moment(None) == "–"

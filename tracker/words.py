@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
 
 def seconds(value: float | None) -> str:
     """A duration a person reads: 0.04 s, 12.3 s, 4 min 12 s, 1 h 3 min."""
@@ -16,9 +19,15 @@ def seconds(value: float | None) -> str:
     return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
 
 
-def moment(value: str | None) -> str:
-    """An ISO time as a person reads it: to the minute, in UTC, no microseconds."""
-    return (value or "–")[:16].replace("T", " ") + (" UTC" if value else "")
+def moment(value: str | datetime | None, tz: str = "UTC") -> str:
+    """A stored time as a person reads it: to the minute, in the configured time zone, which
+    it names (`2026-11-30 22:00 +08:00`, or `UTC`)."""
+    if not value:
+        return "–"
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    local = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(ZoneInfo(tz))
+    zone = "UTC" if tz == "UTC" else local.strftime("%z")
+    return f"{local:%Y-%m-%d %H:%M} " + (zone if len(zone) != 5 else f"{zone[:3]}:{zone[3:]}")
 
 
 def plural(n: int, word: str) -> str:

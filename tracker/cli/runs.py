@@ -31,7 +31,7 @@ from tracker.db import get_engine, session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.models import Outbox
 from tracker.records import LONG, RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
-from tracker.words import counts_text, plural
+from tracker.words import counts_text, moment, plural
 
 
 def _status_exit(status: str) -> int:
@@ -256,7 +256,7 @@ def runs(
     # two lines a run, nothing cut at 80 columns: the dates, commits and statuses whole
     for r in rows:
         color = {"passed": "green", "flaky": "yellow"}.get(r["status"], "red")
-        head = Text(f"#{r['id']:<5} {(r['started_at'] or '')[:16].replace('T', ' ')}  ", "bold")
+        head = Text(f"#{r['id']:<5} {moment(r['started_at'], settings.timezone)}  ", "bold")
         head.append(status_text(r["status"], r["quarantined_failures"]), style=color)
         head.append(f"  {r['commit'] or '-'}", style="dim")
         out.print(head)

@@ -30,7 +30,15 @@ PAGE = 200  # results per page of a run, what failed first (the API pages by 1,0
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
     params = dict(request.query_params)  # for links that keep the view: sort, filter, window
     return templates.TemplateResponse(
-        request, name, {"svg": svg, "icons": ICONS, "params": params, **context}
+        request,
+        name,
+        {
+            "svg": svg,
+            "icons": ICONS,
+            "params": params,
+            "tz": request.app.state.settings.timezone,
+            **context,
+        },
     )
 
 
