@@ -126,7 +126,7 @@ args = ["test_ids.py"]
             ["run", "realities"],
             "suites.0.path: /no/such/dir is not a directory",
         ),
-        (SUITE, ["run", "other"], "unknown suite 'other'; configured suites: realities"),
+        (SUITE, ["run", "other"], "suite 'other' is not in the config (configured: realities)"),
         ("[runner\n", ["runs"], "not valid TOML"),
     ],
 )
@@ -266,3 +266,15 @@ def test_empty_answers_are_said_and_words_are_whole(tmp_path):
     proposed = tracker(tmp_path, "quarantine", "propose", "--suite", "s")
     assert proposed.returncode == 0 and proposed.stdout == ""  # stdout: commands only
     assert "Nothing to propose: no flaky test of s" in proposed.stderr
+
+
+def test_an_ingest_only_suite_names_what_a_search_needs(tmp_path):
+    from helpers import junit
+
+    (tmp_path / "j.xml").write_text(junit({"t/test_a.py::test_a": ("failed", "boom")}))
+    assert tracker(tmp_path, "ingest", "j.xml", "--suite", "ci", "--runner", "r").returncode == 0
+    for command in (["bisect", "t/test_a.py::test_a"], ["polluter", "t/test_a.py::test_a"]):
+        proc = tracker(tmp_path, *command, "--suite", "ci")
+        assert proc.returncode == 2 and "add [[suites]] with name and path" in proc.stderr
+    plan = tracker(tmp_path, "plan", "ci")
+    assert plan.returncode == 2 and "add [[suites]] with name and path" in plan.stderr

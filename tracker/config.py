@@ -197,7 +197,11 @@ class Settings(BaseSettings):
                     raise ConfigError(f"{key}: {suite.path} is not a directory")
                 return suite
         known = ", ".join(s.name for s in suites)
-        raise ConfigError(f"unknown suite {name!r}; configured suites: {known}")
+        raise ConfigError(
+            f"suite {name!r} is not in the config (configured: {known}). Runs of it may be stored"
+            " (ingested or pushed), but running, bisecting, a polluter search or a plan needs its"
+            " checkout: add [[suites]] with name and path"
+        )
 
 
 def cron_trigger(expr: str, tz: str):
