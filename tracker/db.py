@@ -91,13 +91,14 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def upgrade(engine: Engine) -> None:
+    # every start upgrades: Alembic's INFO lines ("setup plugin ...", "Context impl ...") say
+    # nothing a person needs
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    # every start upgrades: Alembic's INFO lines ("Context impl SQLiteImpl", ...) say nothing
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     with _migration_lock(engine), engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

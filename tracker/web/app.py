@@ -65,7 +65,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def error_page(request: Request, status: int, message: str) -> Response:
         title = {404: "Not found", 422: "Not a valid address"}.get(status, f"Error {status}")
         return templates.TemplateResponse(
-            request, "error.html", {"title": title, "message": message}, status_code=status
+            request,
+            "error.html",
+            {"title": title, "message": message, "tz": settings.timezone},
+            status_code=status,
         )
 
     @app.exception_handler(NotFound)

@@ -209,8 +209,8 @@ def run_page(
     clusters = sorted(groups.items(), key=lambda kv: -len(kv[1]))
     times = queries.run_attempt_times(session, run_id)
     base = datetime.fromisoformat(run["started_at"]).replace(tzinfo=None)
-    if times:  # an ingested run's stated start may come after its first test
-        base = min(base, times[0]["started_at"].replace(tzinfo=None))
+    if times and (run["source"] != "runner" or times[0]["started_at"].replace(tzinfo=None) < base):
+        base = times[0]["started_at"].replace(tzinfo=None)  # a file's times, not its stated start
     for a in times:  # seconds from the run's start
         a["offset"] = max(0.0, (a["started_at"].replace(tzinfo=None) - base).total_seconds())
     longest = sorted(times, key=lambda a: -a["duration"])[:12]
