@@ -10,6 +10,7 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 from fastapi import Path as PathParam
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from pydantic import BaseModel
 from sqlmodel import Session
 
@@ -30,6 +31,11 @@ def path_segment(value: object) -> str:
     return text.replace(".", "%2E") if text in (".", "..") else text
 
 
+def word_breaks(text: str) -> Markup:
+    """A name that may break after its underscores, and only there: `fused_linear_<wbr>...`."""
+    return Markup(str(escape(text)).replace("_", "_<wbr>"))
+
+
 templates = Jinja2Templates(directory=str(templates_dir()))
 templates.env.filters.update(
     seg=path_segment,
@@ -37,6 +43,7 @@ templates.env.filters.update(
     moment=moment,
     short_commit=short_commit,
     trace=trace_from_error,
+    wbr=word_breaks,
 )
 templates.env.globals["plural"] = plural
 
