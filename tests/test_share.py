@@ -176,7 +176,7 @@ def test_filling_tests_learned_from_one_night_run_one_at_a_time_the_next(run_sui
     assert second["run"]["status"] == "passed"
 
 
-def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path):
+def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path, settings):
     import json
 
     from tracker.ingest import load_run
@@ -200,6 +200,24 @@ def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_p
     ]) + "\n")  # fmt: skip
     record = load_run(log, suite="s", runner="ci")
     assert [a.outcome for a in record.attempts] == [UNCONFIRMED, PASSED]
+    # after two passing nights, the kernel does not read "failing" on that evidence
+    from tracker.analysis.kernels import KERNEL_FAILING
+    from tracker.analysis.report import Scope
+    from tracker.db import session_scope
+    from tracker.store import save_run
+
+    with session_scope(settings.database_url) as session:
+        for night in (2, 1):
+            passing = tmp_path / f"night{night}.jsonl"
+            start = t - night * 86400
+            lines = [
+                report("f.py::a", w, "passed", start, 1.0) for w in ("setup", "call", "teardown")
+            ]
+            passing.write_text("\n".join(lines) + "\n")
+            save_run(session, load_run(passing, suite="s", runner="ci"))
+        save_run(session, record)
+        kernels = Scope(session, settings, "s").kernels()
+    assert kernels and all(k.status != KERNEL_FAILING for k in kernels)
 
 
 def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite):
