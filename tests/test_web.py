@@ -548,3 +548,24 @@ def test_times_are_shown_in_the_configured_zone_and_name_it():
     assert moment("2026-11-30T14:00:00+00:00", "Asia/Shanghai") == "2026-11-30 22:00 +08:00"
     assert moment("2026-11-30T14:00:00", "UTC") == "2026-11-30 14:00 UTC"
     assert moment(None) == "–"
+
+
+def test_many_failures_with_one_message_are_not_called_a_cascade(tmp_path):
+    from helpers import junit
+
+    from tracker import store
+    from tracker.db import session_scope
+    from tracker.ingest import load_run
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", data_dir=tmp_path)
+    cases = {
+        f"t/test_mlp.py::test_{i}": ("failed", "OutOfResources: shared memory") for i in range(6)
+    }
+    (tmp_path / "j.xml").write_text(junit(cases))
+    with session_scope(settings.database_url) as session:
+        store.save_run(session, load_run(tmp_path / "j.xml", suite="s", runner="r"))
+    page = TestClient(create_app(settings)).get("/suites/s").text
+    assert (
+        "most of a run&#39;s failures</span>" in page or "most of a run's failures</span>" in page
+    )
+    assert ">cascade</span>" not in page

@@ -144,6 +144,7 @@ def suite_page(
     return render(
         request,
         "suite.html",
+        cascade_min=settings.analysis.cascade_min,
         verdict=Scope(session, settings, suite).promotion(),  # the criterion's own window
         runners=runners,
         comparison=compare_runners(session, settings, suite, runners, window),
