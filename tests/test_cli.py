@@ -278,3 +278,19 @@ def test_an_ingest_only_suite_names_what_a_search_needs(tmp_path):
         assert proc.returncode == 2 and "add [[suites]] with name and path" in proc.stderr
     plan = tracker(tmp_path, "plan", "ci")
     assert plan.returncode == 2 and "add [[suites]] with name and path" in plan.stderr
+
+
+def test_at_80_columns_names_stay_whole_and_messages_wrap_at_words(tmp_path):
+    from helpers import junit
+
+    long_kernel = "t/test_fused_linear_scaled_cross_entropy.py::test_a"
+    message = "RuntimeError: " + " ".join(["out of resource: shared memory"] * 6)
+    (tmp_path / "j.xml").write_text(junit({long_kernel: ("failed", message)}))
+    assert tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "r").returncode == 0
+    kernels = tracker(tmp_path, "kernels", "--suite", "s").stdout
+    assert "fused_linear_scaled_cross_entropy " in kernels and "…" not in kernels
+    assert max(len(line) for line in kernels.splitlines()) <= 80
+    shown = tracker(tmp_path, "show", "last").stdout.splitlines()
+    message_lines = [line for line in shown if "shared" in line or "RuntimeError" in line]
+    assert len(message_lines) > 1 and all(len(line) <= 80 for line in message_lines)
+    assert all(not line.rstrip().endswith(("shar", "Runtim")) for line in message_lines)

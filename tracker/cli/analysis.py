@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
-from rich.table import Table
+from rich import box
+from rich.table import Column, Table
 from rich.text import Text
 
 from tracker import quarantine
@@ -168,7 +169,15 @@ def kernels(
     elif as_json or fmt == KernelFormat.json:
         _dump(s.kernels_json())
     else:
-        table = Table("kernel", "status", "tests", f"pass rate {s.days}d", "flaky", "failing")
+        # names whole, never cut or folded: fewer borders leave them the room at 80 columns
+        width = max((len(r.kernel) for r in rows), default=6)
+        kernel = Column("kernel", no_wrap=True, min_width=width)
+        numbers = [Column(h, no_wrap=True, justify="right") for h in ("tests", "passed", "flaky")]
+        table = Table(
+            kernel, Column("status", no_wrap=True), *numbers, Column("failing", justify="right"),
+            box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+            title=f"kernels of {suite}, last {s.days} days",
+        )  # fmt: skip
         for r in rows:
             d = r.as_dict()
             table.add_row(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.padding import Padding
 from rich.text import Text
 
 from tracker import queries, store
@@ -64,10 +65,11 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
         line.append(result["nodeid"])
         if result["quarantined"]:
             line.append("  [quarantined]", style="yellow")
+        out.print(line)  # the id whole, on a line of its own: it is what gets copied
         msg = next((a["message"] for a in result["attempts"] if a["message"]), None)
-        if msg:
-            line.append(f"  {msg.splitlines()[0][:120]}", style="dim")
-        out.print(line)
+        if msg:  # the message under it, wrapped at words
+            text = Text(msg.splitlines()[0][:300], style="dim")
+            out.print(Padding(text, (0, 0, 0, 14)), soft_wrap=False)
     if len(notable) > 50:
         out.print(f"  … and {len(notable) - 50} more (tracker show {run['id']} --json)")
     if run.get("artifacts"):
