@@ -136,3 +136,20 @@ def test_no_page_is_wider_than_the_screen(browser, base_url, width):
             if cells.count():
                 assert cells.first.bounding_box()["width"] >= 200, path
     page.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_cards_and_the_kernel_table_need_no_sideways_scroll(browser, base_url, width):
+    """The overview card cut its 14-day column at every width; kernel names broke over 3-5
+    lines at 390 px and the table scrolled."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    clipped = "[...document.querySelectorAll('.card .scroll')]"
+    page.goto(base_url + "/")
+    assert page.evaluate(f"{clipped}.filter(e => e.scrollWidth > e.clientWidth).length") == 0
+    page.goto(base_url + "/suites/transformers")
+    table = "document.querySelector('table.kernels').parentElement"
+    assert page.evaluate(f"{table}.scrollWidth <= {table}.clientWidth")
+    names = page.locator("table.kernels td:first-child")
+    line = names.first.bounding_box()["height"]
+    assert all(names.nth(i).bounding_box()["height"] <= 2.5 * line for i in range(names.count()))
+    page.close()
