@@ -225,7 +225,7 @@ def test_the_cli_reads_at_80_columns_and_needs_no_suite_when_there_is_one(nights
     assert f"   {B}" not in flaky and B in flaky
     runs = tracker(nights, "runs").stdout
     assert "…" not in runs and "c3" in runs and "timed_o" not in runs
-    assert re.search(r"#\d+\s+\d{4}-\d\d-\d\d \d\d:\d\d  failed", runs)
+    assert re.search(r"#\d+\s+\d{4}-\d\d-\d\d \d\d:\d\d UTC  failed", runs)  # zone named
     as_json = json.loads(tracker(nights, "flaky", "--json").stdout)
     assert as_json == json.loads(tracker(nights, "flaky", "--format", "json").stdout)
     assert json.loads(tracker(nights, "kernels", "--json").stdout)["kernels"]
