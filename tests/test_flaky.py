@@ -157,3 +157,50 @@ def test_cascade_victims_are_no_evidence():
         )
     stats = judge(obs)
     assert stats[1].verdict == "stable" and stats[1].runs == 4
+
+
+def test_a_signature_costs_the_same_per_character_on_long_messages():
+    """Counted in regex steps, not timed: the path mask may start only at a token's start and
+    never gives back what it took, so a 16,000-character token is read once, not 16,000 times."""
+    from tracker.analysis import clusters
+
+    path = clusters._MASKS[0][0]
+    assert path.pattern.startswith("(?<![\\w.-])") and "*+/)++" in path.pattern
+    assert clusters.signature("x" * 100_000) == "x" * clusters.SIGNATURE_MAX
+    assert clusters.signature("E: /a/b.py:3 C:/d/e f.py/g") == "E: <path> <path> <path>"
+
+
+def test_readers_of_one_answer_wait_for_one_computation():
+    import threading
+    import time
+
+    from zoneinfo import ZoneInfo
+
+    from tracker.analysis.report import StateCache
+
+    class Scope:
+        pinned = False
+        settings = type("S", (), {"database_url": "sqlite://"})()
+        suite_id = runner_id = 1
+        now, tz = datetime(2026, 12, 1, tzinfo=UTC), ZoneInfo("UTC")
+
+        def stamp(self):
+            return (1,)
+
+    cache, calls = StateCache(), []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.2)  # long enough for every reader to arrive while it runs
+        return 42
+
+    answers: list[int] = []
+    readers = [
+        threading.Thread(target=lambda: answers.append(cache.get(Scope(), ("x",), compute)))
+        for _ in range(8)
+    ]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    assert answers == [42] * 8 and len(calls) == 1

@@ -32,6 +32,7 @@ class StateCache:
         self.size = size
         self._data: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._computing: dict[tuple, threading.Lock] = {}  # one computation per key at a time
 
     def get(self, scope: Scope, what: tuple, compute: Callable[[], Any]) -> Any:
         if scope.pinned:  # an explicit `now` (tests, benchmarks) always computes
@@ -48,11 +49,22 @@ class StateCache:
             if key in self._data:
                 self._data.move_to_end(key)
                 return self._data[key]
-        value = compute()
-        with self._lock:
-            self._data[key] = value
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
+            gate = self._computing.setdefault(key, threading.Lock())
+        # readers of a key being computed wait for that answer instead of each computing it
+        # again: after a push, 50 readers repeated the whole analysis at once
+        with gate:
+            with self._lock:
+                if key in self._data:
+                    return self._data[key]
+            try:
+                value = compute()
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+            with self._lock:
+                self._data[key] = value
+                while len(self._data) > self.size:
+                    self._data.popitem(last=False)
         return value
 
     def clear(self) -> None:
