@@ -173,7 +173,6 @@ def test_a_signature_costs_the_same_per_character_on_long_messages():
 def test_readers_of_one_answer_wait_for_one_computation():
     import threading
     import time
-
     from zoneinfo import ZoneInfo
 
     from tracker.analysis.report import StateCache

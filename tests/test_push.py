@@ -190,13 +190,16 @@ def test_bad_pushes_are_refused_whole(central, tmp_path, monkeypatch):
     no_origin = {**good, "run": {k: v for k, v in good["run"].items() if k != "origin"}}
     bad_suite = {**good, "run": {**good["run"], "suite": "../../etc"}}
     naive = {**good, "run": {**good["run"], "started_at": "2026-11-30T10:00:00"}}
-    monkeypatch.setattr(pushed, "MAX_JSON", 1024 * 1024)  # the server runs in this process
-    bomb = gzip.compress(b"[" * (2 * 1024 * 1024))
+    bomb = gzip.compress(b"[" * (65 * 1024 * 1024))  # past upload_max_mb (64) unzipped
+    empties = gzip.compress(b'{"x": [' + b"{}," * 5_000_000 + b"{}]}")  # 15 MB of empty objects
+    deep = b"[" * 5000 + b"]" * 5000
     cases = {
         "unsupported format": post({**good, "format": "tracker-run/2"}),
         "not JSON": post(b"{oops"),
         "not valid gzip": post(b"plain", {**auth, "Content-Encoding": "gzip"}),
         "MB unzipped": post(bomb, {**auth, "Content-Encoding": "gzip"}),
+        "objects and lists": post(empties, {**auth, "Content-Encoding": "gzip"}),
+        "nested too deep": post(deep),
         "unknown outcome": post(bad_attempt),
         "cannot be pushed": post(running),
         "run.origin": post(no_origin),

@@ -34,7 +34,11 @@ from tracker.validate import (
 )
 
 FORCED = (RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED)  # statuses that attempts cannot derive
-MAX_JSON = 512 * 1024 * 1024  # uncompressed; Liger's 2,608 tests with their reruns are ~3 MB
+# A push is read within the bounds of an upload (`upload_max_mb`, unzipped too), and refused
+# before json.loads when it would build more objects than its size allows: a 495 KB gzip of
+# `{},` repeated unzipped to 512 MB of empty objects and took the server past 12 GiB.
+BYTES_PER_CONTAINER = 20  # a real push: ~400 bytes per object or list (3 MB, 8,000 of them)
+MAX_CONTAINERS = 2_000_000  # ~200 MB of Python objects at most
 ENV_KEYS, ENV_BYTES = 64, 4096  # an environment is a few dozen facts and a list of devices
 
 
@@ -96,20 +100,29 @@ class Pushed:
     host: str | None
 
 
-def decode(body: bytes, gzipped: bool) -> Any:
-    """The JSON of a push, gunzipped within MAX_JSON; InvalidRecord with the reason."""
+def decode(body: bytes, gzipped: bool, max_mb: int = 64) -> Any:
+    """The JSON of a push, gunzipped within `max_mb`; InvalidRecord with the reason, before the
+    memory is spent."""
+    limit = max_mb * 1024 * 1024
     if gzipped:
         inflate = zlib.decompressobj(wbits=31)
         try:
-            body = inflate.decompress(body, MAX_JSON + 1)
+            body = inflate.decompress(body, limit + 1)
         except zlib.error as exc:
             raise InvalidRecord(f"the body is not valid gzip ({exc})") from None
-        if len(body) > MAX_JSON or inflate.unconsumed_tail:
-            raise InvalidRecord(f"the body is larger than {MAX_JSON // 1024 // 1024} MB unzipped")
+        if len(body) > limit or inflate.unconsumed_tail:
+            raise InvalidRecord(f"the body is larger than {max_mb} MB unzipped")
+    containers = body.count(b"{") + body.count(b"[")  # an upper bound: braces in strings count
+    if containers > min(MAX_CONTAINERS, max(10_000, len(body) // BYTES_PER_CONTAINER)):
+        raise InvalidRecord(
+            f"the body holds {containers:,} objects and lists in {len(body):,} bytes: not a run"
+        )
     try:
         return json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidRecord(f"the body is not JSON ({exc})") from None
+    except RecursionError:
+        raise InvalidRecord("the body's JSON is nested too deep") from None
 
 
 def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:

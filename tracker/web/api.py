@@ -317,7 +317,7 @@ def _store_pushed(
     settings: Settings, body: bytes, gzipped: bool, response: Response
 ) -> dict[str, Any]:
     try:
-        pushed = read_pushed(decode(body, gzipped))
+        pushed = read_pushed(decode(body, gzipped, settings.upload_max_mb))
     except InvalidRecord as exc:
         raise HTTPException(400, str(exc)) from None
     with session_scope(settings.database_url) as session:
