@@ -128,6 +128,7 @@ args = ["test_ids.py"]
         ),
         (SUITE, ["run", "other"], "suite 'other' is not in the config (configured: realities)"),
         ("[runner\n", ["runs"], "not valid TOML"),
+        (SUITE + "ref = '--upload-pack=touch PWNED'\n", ["runs"], "suites.0.ref: String should"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, config, args, message):

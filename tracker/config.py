@@ -50,7 +50,8 @@ class RunnerConfig(_Strict):
 class SuiteConfig(_Strict):
     name: str
     path: Path
-    ref: str | None = None
+    # a branch, tag or commit; never an option (`--upload-pack=...` ran a command through fetch)
+    ref: str | None = Field(default=None, pattern=r"^[^-\s][^\s]*$", max_length=200)
     python: str = "python3"
     args: list[str] = Field(default_factory=list)
     deselect: list[str] = Field(default_factory=list)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracker.records import FAILING, PASSED, bound_nodeid
+from tracker.runner.checkout import is_git_checkout
 from tracker.runner.process import Job, run_process
 
 GOOD, BAD, AMBIGUOUS = "good", "bad", "ambiguous"
@@ -94,13 +95,13 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
     """`good` as a full hash, and the commits after it up to `bad`, oldest first, on the path
     between them. The suite must be its own git checkout: a folder inside another repository
     (the bundled example) would bisect that repository's history, not the suite's."""
-    top = _git(repo, "rev-parse", "--show-toplevel")
-    if Path(top).resolve() != repo.resolve():
+    if not is_git_checkout(repo):
         raise BisectError(
             f"{repo} is not the top of a git checkout (its runs are recorded as a plain folder):"
             " bisect needs the suite's own repository"
         )
-    good, bad = _git(repo, "rev-parse", f"{good}^{{commit}}"), _git(repo, "rev-parse", bad)
+    good = _git(repo, "rev-parse", "--end-of-options", f"{good}^{{commit}}")
+    bad = _git(repo, "rev-parse", "--end-of-options", f"{bad}^{{commit}}")
     if subprocess.run(
         ["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad]
     ).returncode:

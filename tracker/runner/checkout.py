@@ -54,8 +54,8 @@ def checkout(path: Path, ref: str | None) -> str:
         return content_hash(path)
     if ref:
         if _git(path, "remote"):
-            _git(path, "fetch", "--quiet", "origin", ref)
+            _git(path, "fetch", "--quiet", "--end-of-options", "origin", ref)
             _git(path, "checkout", "--quiet", "--detach", "FETCH_HEAD")
         else:
-            _git(path, "checkout", "--quiet", "--detach", ref)
+            _git(path, "checkout", "--quiet", "--detach", "--end-of-options", ref)
     return _git(path, "rev-parse", "HEAD")
