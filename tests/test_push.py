@@ -334,3 +334,50 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _push(**run) -> dict:
+    from tracker.records import RUN_FORMAT
+
+    return {
+        "format": RUN_FORMAT,
+        "run": {
+            "origin": {"store": "s1", "run": 1},
+            "status": "passed",
+            "suite": "s",
+            "runner": "r",
+            "source": "runner",
+            "started_at": "2026-11-30T10:00:00+00:00",
+            **run,
+        },
+        "results": [{"nodeid": "t.py::a", "attempts": [{"number": 1, "outcome": "passed"}]}],
+    }
+
+
+def test_impossible_values_in_a_push_are_refused_or_made_safe():
+    from tracker.ingest.pushed import read_pushed
+    from tracker.validate import InvalidRecord
+
+    with pytest.raises(InvalidRecord, match="is before its start"):
+        read_pushed(_push(finished_at="2016-11-30T10:00:00+00:00"))
+    bad = _push()
+    bad["results"][0]["attempts"][0]["duration"] = True
+    with pytest.raises(InvalidRecord, match="not true or false"):
+        read_pushed(bad)
+    for field in ("process", "position"):
+        huge = _push()
+        huge["results"][0]["attempts"][0][field] = 2**31
+        with pytest.raises(InvalidRecord, match="less than or equal to 2147483647"):
+            read_pushed(huge)
+    with pytest.raises(InvalidRecord, match="less than or equal to 2147483647"):
+        read_pushed(_push(origin={"store": "s1", "run": 2**31}))
+    hostile = _push(
+        message="bad\u202egnp.exe \x1b[2J\x00",
+        environment={"driver": "550\x00\u2066", "nan": float("nan"), "deep": {"a": ["\x1b"]}},
+    )
+    hostile["results"][0]["attempts"][0] |= {"worker": "gw0\u202e\x00", "message": "E \x1b[31m"}
+    record = read_pushed(json.loads(json.dumps(hostile))).record
+    assert record.message == "bad\\u202egnp.exe \\x1b[2J\\x00"
+    assert record.environment == {"driver": "550\\x00\\u2066", "deep": {"a": ["\\x1b"]}}
+    attempt = record.attempts[0]
+    assert (attempt.worker, attempt.message) == ("gw0\\u202e\\x00", "E \\x1b[31m")

@@ -510,6 +510,8 @@ def test_a_broken_test_links_to_what_changed_when_it_broke(client):
 
 
 def test_pages_say_what_they_show_for_odd_addresses(client):
+    for path in ("/api/v1/runs/", "/runs/", "/tests/", "/api/v1/tests/"):  # 32-bit ids
+        assert client.get(f"{path}2147483648").status_code == 422, path
     assert client.get("/runs/6", params={"outcome": "bogus"}).status_code == 422
     assert client.get("/runs/6", params={"outcome": ""}).status_code == 200  # the form's "all"
     past = client.get("/runs/6", params={"offset": 99999}).text

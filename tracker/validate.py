@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from tracker.records import ATTEMPT_OUTCOMES, RunRecord, bound_nodeid
 
+MAX_ID = 2**31 - 1  # ids, processes and positions: 32-bit columns on PostgreSQL
 MAX_RESULTS = 100_000  # test results in one file; Liger's suite has 2,608
 MAX_SECONDS = 366 * 24 * 3600.0  # no test or run lasts longer than a year
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
@@ -56,14 +57,15 @@ def escape_terminal(text: str) -> str:
 
 
 def clean_text(text: str | None) -> str | None:
-    """Failure text keeps its lines and tabs (and ANSI colours, which pages show as text); NUL
-    goes, since no database column should hold it."""
-    return text.replace("\x00", "\\x00") if text else text
+    """Failure text keeps its lines and tabs; NUL (no database column should hold it), ESC and
+    the bidi overrides that reorder what a page shows become visible escapes."""
+    return escape_terminal(text) if text else text
 
 
 def check_seconds(value: float, what: str) -> float:
     if (
         not isinstance(value, int | float)
+        or isinstance(value, bool)
         or not math.isfinite(value)
         or not 0 <= value <= MAX_SECONDS
     ):
@@ -91,6 +93,12 @@ def check_record(record: RunRecord) -> None:
         if value is not None and (len(value) > limit or _UNSAFE.search(value)):
             raise InvalidRecord(f"{label} must be up to {limit} printable characters")
     check_time(record.started_at, "the run's start")
+    if record.finished_at is not None and record.finished_at < record.started_at:
+        raise InvalidRecord(
+            f"the run's end {record.finished_at.isoformat()} is before its start "
+            f"{record.started_at.isoformat()}"
+        )
+    record.message = clean_text(record.message)
     if len(record.attempts) > MAX_RESULTS:
         raise InvalidRecord(f"more than {MAX_RESULTS:,} test results")
     record.collected = [bound_nodeid(escape_controls(n)) for n in record.collected]
@@ -102,3 +110,4 @@ def check_record(record: RunRecord) -> None:
         if a.started_at is not None:
             check_time(a.started_at, f"test {a.nodeid[:200]} start")
         a.message, a.longrepr = clean_text(a.message), clean_text(a.longrepr)
+        a.worker = escape_controls(a.worker)[:50] if a.worker else a.worker

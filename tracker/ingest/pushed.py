@@ -9,12 +9,13 @@ not trusted: the central store derives them again, with its own quarantine list.
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracker.models import ENV_COLUMNS
 from tracker.records import (
@@ -26,6 +27,7 @@ from tracker.records import (
     RunRecord,
 )
 from tracker.validate import (
+    MAX_ID,
     MAX_RESULTS,
     InvalidRecord,
     check_record,
@@ -50,14 +52,22 @@ class _In(BaseModel):
 class AttemptIn(_In):
     number: int = Field(ge=1, le=1000)
     outcome: str = Field(max_length=16)
-    duration: float = 0.0
+    duration: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
     isolated: bool = False
-    process: int | None = Field(default=None, ge=0, le=2**31)
-    position: int | None = Field(default=None, ge=0, le=2**31)
+    process: int | None = Field(default=None, ge=0, le=MAX_ID)
+    position: int | None = Field(default=None, ge=0, le=MAX_ID)
     worker: str | None = Field(default=None, max_length=50)
     started_at: datetime | None = None
     message: str | None = None
     longrepr: str | None = None
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # JSON true is not 1.0 seconds
+            raise ValueError("a duration is a number of seconds, not true or false")
+        return value
 
 
 class ResultIn(_In):
@@ -67,7 +77,7 @@ class ResultIn(_In):
 
 class OriginIn(_In):
     store: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
-    run: int = Field(ge=1, le=2**63 - 1)
+    run: int = Field(ge=1, le=MAX_ID)
 
 
 class RunIn(_In):
@@ -131,9 +141,9 @@ def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:
     if not env:
         return None
     kept = {
-        key[:50]: value
+        escape_controls(key[:50]): _clean(value)
         for key, value in list(env.items())[:ENV_KEYS]
-        if len(json.dumps(value)) <= ENV_BYTES
+        if _json_size(value) <= ENV_BYTES
     }
     for key in ENV_COLUMNS:
         value, wanted = kept.get(key), int if key == "device_count" else str
@@ -142,6 +152,25 @@ def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:
     if "device_kind" in kept and kept["device_kind"] is not None:
         kept["device_kind"] = kept["device_kind"][:16]
     return kept
+
+
+def _json_size(value: Any) -> float:
+    """Its size as JSON; a value JSON cannot hold (NaN, too deep) counts as too big."""
+    try:
+        return len(json.dumps(value, allow_nan=False))
+    except (ValueError, RecursionError):
+        return math.inf
+
+
+def _clean(value: Any) -> Any:
+    """Text in an environment value, its control characters made visible, at any depth."""
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {escape_controls(str(k)): _clean(v) for k, v in value.items()}
+    return value
 
 
 def _utc(value: datetime | None, what: str) -> datetime | None:

@@ -16,6 +16,7 @@ from sqlmodel import Session
 
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
+from tracker.validate import MAX_ID
 from tracker.words import moment, plural, seconds, short_commit, trace_from_error
 
 
@@ -60,7 +61,7 @@ def get_session(request: Request) -> Iterator[Session]:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 # ids are 64-bit integers in the database: a larger one is a 422, not a database error
-RowId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
+RowId = Annotated[int, PathParam(ge=1, le=MAX_ID)]  # 32-bit columns on PostgreSQL
 
 
 class Problem(BaseModel):

@@ -19,6 +19,7 @@ from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
 from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
 from tracker.runner.process import outputs
+from tracker.validate import MAX_ID
 from tracker.web import svg, tables
 from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
 from tracker.words import seconds
@@ -200,7 +201,7 @@ def run_page(
     q: str | None = tables.TextQ,
     sort: str | None = tables.SortQ,
     offset: int = Query(0, ge=0, le=10_000_000),
-    against: int | None = Query(None, ge=1, le=2**63 - 1, description="compare with this run"),
+    against: int | None = Query(None, ge=1, le=MAX_ID, description="compare with this run"),
 ) -> HTMLResponse:
     run = queries.run_info(session, run_id)
     failures = queries.failing_attempts(session, run_id)
