@@ -381,3 +381,24 @@ def test_impossible_values_in_a_push_are_refused_or_made_safe():
     assert record.environment == {"driver": "550\\x00\\u2066", "deep": {"a": ["\\x1b"]}}
     attempt = record.attempts[0]
     assert (attempt.worker, attempt.message) == ("gw0\\u202e\\x00", "E \\x1b[31m")
+
+
+def test_each_run_shows_the_environment_its_own_runner_reported(settings):
+    from tracker import queries, store
+    from tracker.db import session_scope
+    from tracker.ingest.pushed import read_pushed
+
+    deep: list = []
+    inner = deep
+    for _ in range(900):
+        inner.append([])
+        inner = inner[0]
+    ids = []
+    with session_scope(settings.database_url) as session:
+        for n, host in enumerate(("a2-1", "a2-8"), 1):
+            env = {"device_kind": "npu", "driver": "24.1", "host": host, "deep": deep}
+            pushed = read_pushed(_push(origin={"store": "s1", "run": n}, environment=env))
+            ids.append(store.save_pushed(session, pushed.record, "s1", n, None)[0].id)
+        shown = [queries.run_info(session, i)["environment"] for i in ids]
+    assert [e["host"] for e in shown] == ["a2-1", "a2-8"]  # not the first writer's
+    assert all("deep" not in e for e in shown)  # 900 levels deep: dropped, not a 500 later

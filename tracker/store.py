@@ -63,14 +63,17 @@ def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 def _environment(session: Session, env: dict[str, Any] | None) -> int | None:
     """Environments are shared by fingerprint: the same device, driver and versions are the same
-    input, which the flaky analysis compares across runs."""
+    input, which the flaky analysis compares across runs. The fingerprint covers everything the
+    runner reported, so a run shows exactly its own (with only some columns in it, a push showed
+    another runner's host, and the first writer's details stood for every later run)."""
     if not env:
         return None
     key = {k: env.get(k) for k in ENV_COLUMNS}
     key["device_kind"] = key["device_kind"] or "unknown"
     key["device_count"] = key["device_count"] or 0
-    fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
     details = {k: v for k, v in env.items() if k not in ENV_COLUMNS}
+    whole = json.dumps({**key, "details": details}, sort_keys=True, default=str)
+    fingerprint = hashlib.sha256(whole.encode()).hexdigest()
     session.execute(
         upsert(session, Environment)
         .values(fingerprint=fingerprint, details=details, **key)

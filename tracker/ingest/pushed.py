@@ -42,6 +42,7 @@ FORCED = (RUN_INFRA, RUN_TIMED_OUT, RUN_INTERRUPTED)  # statuses that attempts c
 BYTES_PER_CONTAINER = 20  # a real push: ~400 bytes per object or list (3 MB, 8,000 of them)
 MAX_CONTAINERS = 2_000_000  # ~200 MB of Python objects at most
 ENV_KEYS, ENV_BYTES = 64, 4096  # an environment is a few dozen facts and a list of devices
+ENV_DEPTH = 4  # a list of devices, each a dict of facts
 
 
 class _In(BaseModel):
@@ -155,11 +156,21 @@ def _environment(env: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _json_size(value: Any) -> float:
-    """Its size as JSON; a value JSON cannot hold (NaN, too deep) counts as too big."""
+    """Its size as JSON; a value JSON cannot hold (NaN), or nested deeper than ENV_DEPTH, counts
+    as too big (a 900-deep value made every run sharing it answer 500)."""
+    if _depth(value) > ENV_DEPTH:
+        return math.inf
     try:
         return len(json.dumps(value, allow_nan=False))
     except (ValueError, RecursionError):
         return math.inf
+
+
+def _depth(value: Any, limit: int = ENV_DEPTH + 1) -> int:
+    if limit <= 0 or not isinstance(value, list | dict):
+        return 0
+    inner = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(v, limit - 1) for v in inner), default=0)
 
 
 def _clean(value: Any) -> Any:
