@@ -402,3 +402,22 @@ def test_each_run_shows_the_environment_its_own_runner_reported(settings):
         shown = [queries.run_info(session, i)["environment"] for i in ids]
     assert [e["host"] for e in shown] == ["a2-1", "a2-8"]  # not the first writer's
     assert all("deep" not in e for e in shown)  # 900 levels deep: dropped, not a 500 later
+
+
+def test_a_taken_origin_accepts_only_the_same_run_again(settings):
+    from tracker import store
+    from tracker.db import session_scope
+    from tracker.ingest.pushed import read_pushed
+
+    def save(**run):
+        pushed = read_pushed(_push(**run))
+        with session_scope(settings.database_url) as session:
+            return store.save_pushed(session, pushed.record, "s1", 1, None)
+
+    first, created = save()
+    assert created
+    again, created = save()  # its answer was lost: sent again
+    assert (again.id, created) == (first.id, False)
+    for other in ({"suite": "other"}, {"runner": "r2"}, {"started_at": "2026-11-30T11:00:00Z"}):
+        with pytest.raises(store.OriginConflict, match="a second push under an origin"):
+            save(**other)

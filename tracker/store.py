@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -155,10 +155,43 @@ def save_run(session: Session, record: RunRecord, run: Run | None = None) -> Run
             raise
 
 
-def _pushed_run(session: Session, origin: str, origin_run: int) -> Run | None:
-    return session.execute(
+class OriginConflict(ValueError):
+    """A push names a stored run's origin but is not that run."""
+
+
+def _pushed_run(session: Session, origin: str, origin_run: int, record: RunRecord) -> Run | None:
+    """The run stored under this origin, if the push is that run again: same suite, runner,
+    start and tests. Anything else under a taken origin is a conflict, never dropped in silence
+    (whoever pushed an origin first owned it, and the genuine run later got `created: false`)."""
+    found = session.execute(
         select(Run).where(Run.origin == origin, Run.origin_run == origin_run)
     ).scalar_one_or_none()
+    if found is None:
+        return None
+    suite, runner = session.get(Suite, found.suite_id), session.get(Runner, found.runner_id)
+    tests = session.execute(
+        select(func.count()).select_from(Result).where(Result.run_id == found.id)
+    ).scalar_one()
+    stored = (suite.name, runner.name, found.started_at.replace(tzinfo=None), tests)
+    pushed = (
+        record.suite,
+        record.runner,
+        record.started_at.astimezone(UTC).replace(tzinfo=None),
+        len(set(record.collected)),
+    )
+    if stored != pushed:
+        differ = [
+            name
+            for name, a, b in zip(
+                ("suite", "runner", "start", "tests"), stored, pushed, strict=True
+            )
+            if a != b
+        ]
+        raise OriginConflict(
+            f"origin {origin} run {origin_run} is stored as run {found.id} with another "
+            f"{', '.join(differ)}: a second push under an origin must be the same run"
+        )
+    return found
 
 
 def save_pushed(
@@ -167,7 +200,7 @@ def save_pushed(
     """Store a run pushed from another store, once: a push repeated (its answer was lost, or two
     pushers raced) gets the run stored first, and False."""
     with _WRITE_LOCK:
-        if found := _pushed_run(session, origin, origin_run):
+        if found := _pushed_run(session, origin, origin_run, record):
             return found, False
         run = Run(
             suite_id=_named(session, Suite, record.suite),
@@ -183,7 +216,7 @@ def save_pushed(
             return _save_run(session, record, run), True
         except IntegrityError:  # another worker stored it between the look and the insert
             session.rollback()
-            if found := _pushed_run(session, origin, origin_run):
+            if found := _pushed_run(session, origin, origin_run, record):
                 return found, False
             raise
         except BaseException:

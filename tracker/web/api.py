@@ -293,6 +293,7 @@ class PushedOut(BaseModel):
     responses={
         **WRITE,
         200: {"model": PushedOut, "description": "already stored: the earlier push's run"},
+        409: {"model": Problem, "description": "the origin is taken by another run"},
         400: {"model": Problem, "description": "not a valid run record: the reason"},
         413: {"model": Problem, "description": "the body is larger than `upload_max_mb`"},
     },
@@ -321,9 +322,12 @@ def _store_pushed(
     except InvalidRecord as exc:
         raise HTTPException(400, str(exc)) from None
     with session_scope(settings.database_url) as session:
-        run, created = store.save_pushed(
-            session, pushed.record, pushed.origin, pushed.origin_run, pushed.host
-        )
+        try:
+            run, created = store.save_pushed(
+                session, pushed.record, pushed.origin, pushed.origin_run, pushed.host
+            )
+        except store.OriginConflict as exc:
+            raise HTTPException(409, str(exc)) from None
     if not created:
         response.status_code = 200
     return {"id": run.id, "created": created, "status": run.status}
