@@ -100,8 +100,8 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
             f"{repo} is not the top of a git checkout (its runs are recorded as a plain folder):"
             " bisect needs the suite's own repository"
         )
-    good = _git(repo, "rev-parse", "--end-of-options", f"{good}^{{commit}}")
-    bad = _git(repo, "rev-parse", "--end-of-options", f"{bad}^{{commit}}")
+    good = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
+    bad = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
     if subprocess.run(
         ["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad]
     ).returncode:

@@ -57,5 +57,6 @@ def checkout(path: Path, ref: str | None) -> str:
             _git(path, "fetch", "--quiet", "--end-of-options", "origin", ref)
             _git(path, "checkout", "--quiet", "--detach", "FETCH_HEAD")
         else:
-            _git(path, "checkout", "--quiet", "--detach", "--end-of-options", ref)
+            commit = _git(path, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+            _git(path, "checkout", "--quiet", "--detach", commit)
     return _git(path, "rev-parse", "HEAD")
