@@ -295,3 +295,21 @@ def test_at_80_columns_names_stay_whole_and_messages_wrap_at_words(tmp_path):
     message_lines = [line for line in shown if "shared" in line or "RuntimeError" in line]
     assert len(message_lines) > 1 and all(len(line) <= 80 for line in message_lines)
     assert all(not line.rstrip().endswith(("shar", "Runtim")) for line in message_lines)
+
+
+def test_a_database_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path):
+    from helpers import TRACKER, junit
+
+    (tmp_path / "j.xml").write_text(junit({"t/test_a.py::test_a": ("passed", None)}))
+    (tmp_path / "folder").mkdir()
+    for url, said in (
+        (f"sqlite:///{tmp_path / 'j.xml' / 'x.db'}", "File exists"),  # its folder is a file
+        (f"sqlite:///{tmp_path / 'folder'}", "the database cannot be used: unable to open"),
+    ):
+        env = {**os.environ, "TRACKER_DATABASE_URL": url}
+        proc = subprocess.run(
+            [*TRACKER, "ingest", "j.xml", "--suite", "s", "--runner", "r"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1

@@ -1,3 +1,3 @@
-from tracker.cli import app
+from tracker.cli import main
 
-app()
+main()
