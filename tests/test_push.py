@@ -421,3 +421,13 @@ def test_a_taken_origin_accepts_only_the_same_run_again(settings):
     for other in ({"suite": "other"}, {"runner": "r2"}, {"started_at": "2026-11-30T11:00:00Z"}):
         with pytest.raises(store.OriginConflict, match="a second push under an origin"):
             save(**other)
+
+
+def test_the_push_schema_asks_for_what_the_server_reads(settings):
+    from fastapi.testclient import TestClient
+
+    from tracker.web.app import create_app
+
+    spec = TestClient(create_app(settings)).get("/openapi.json").json()
+    body = spec["paths"]["/api/v1/runs"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["required"] == ["format", "run", "results"]

@@ -302,7 +302,12 @@ class PushedOut(BaseModel):
             "required": True,
             "description": f"`tracker show --json`'s shape ({RUN_FORMAT}), optionally gzipped "
             "(`Content-Encoding: gzip`)",
-            "content": {"application/json": {"schema": {"type": "object"}}},
+            "content": {
+                "application/json": {
+                    # what the server reads: `{}` is a 400, so the schema does not accept it
+                    "schema": {"type": "object", "required": ["format", "run", "results"]}
+                }
+            },
         }
     },
 )
