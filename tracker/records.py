@@ -5,6 +5,7 @@ DESIGN.md (attempt outcome, final outcome, run status) computed from it in one p
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -150,6 +151,11 @@ class Sample:
     @property
     def device(self) -> str:
         return device_of(self.worker)
+
+
+def natural_order(name: str) -> list[tuple[int, int, str]]:
+    """Worker names in the order people count them: gw2 before gw10, d0w3 before d1w0."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
 
 
 def device_of(worker: str | None) -> str:

@@ -105,35 +105,20 @@ class Verdict:
         return parts
 
     def _said(self) -> list[tuple[bool, str]]:
-        """Each part of the criterion in words, with its numbers: (met, text)."""
+        """Each part of the criterion in words, with its numbers: (met, text), met as in
+        `parts`."""
         c = self.config
         flaky = len(self.unquarantined_flaky)
-        said = [
-            (
-                self.consecutive_days >= c.consecutive_days,
-                f"{self.consecutive_days} of {c.consecutive_days} days in a row with a run",
-            ),
-            (
-                self.rate is not None and self.rate >= c.min_success_rate,
-                f"{self.successes} of {plural(self.total, 'run')} green"
-                + (f" ({self.rate:.1%}, need {c.min_success_rate:.0%})" if self.total else ""),
-            ),
-            (
-                not flaky,
-                f"{plural(flaky, 'flaky test')} not quarantined"
-                if flaky
-                else "no flaky test left unquarantined",
-            ),
+        texts = [
+            f"{self.consecutive_days} of {c.consecutive_days} days in a row with a run",
+            f"{self.successes} of {plural(self.total, 'run')} green"
+            + (f" ({self.rate:.1%}, need {c.min_success_rate:.0%})" if self.total else ""),
+            f"{plural(flaky, 'flaky test')} not quarantined"
+            if flaky
+            else "no flaky test left unquarantined",
+            f"P(rate >= {c.min_success_rate:.0%}) {self.confidence:.2f}, need {c.min_confidence}",
         ]
-        if c.min_confidence is not None:
-            said.append(
-                (
-                    self.confidence >= c.min_confidence,
-                    f"P(rate >= {c.min_success_rate:.0%}) {self.confidence:.2f}, need "
-                    f"{c.min_confidence}",
-                )
-            )
-        return said
+        return [(p["ok"], text) for p, text in zip(self.parts(), texts, strict=False)]
 
     def headline(self) -> str:
         """The verdict in one line, with its reasons: what the overview, the suite page, the

@@ -334,7 +334,7 @@ def plan_command(
     whether it fills its device (its slowdown beside other long tests), the chain of filling
     tests each device runs one at a time, and the predicted end and tests done by each minute."""
     from tracker.runner import plan, share
-    from tracker.runner.execute import kernel_cache
+    from tracker.runner.execute import cache_state, kernel_cache
 
     settings = state.settings()
     try:
@@ -348,8 +348,7 @@ def plan_command(
             raise fail(f"no run of {suite} on {runner} stored yet: nothing to plan from")
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
-    cache = kernel_cache(settings, config)
-    warm = bool(cache and next(cache.iterdir(), None))
+    warm = cache_state(kernel_cache(settings, config)) == "warm"
     sharing = share.learn(samples)
     expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
     count = devices or len(settings.runner.devices or [0])

@@ -23,7 +23,7 @@ from typing import BinaryIO
 from tracker.ingest.confirm import settle
 from tracker.ingest.junit import JUnitError, parse_junit
 from tracker.ingest.reportlog import ReportLogError, parse_reportlog
-from tracker.records import FileResults, RunRecord
+from tracker.records import FileResults, RunRecord, natural_order
 from tracker.validate import MAX_RESULTS, MAX_SECONDS, InvalidRecord, check_name, check_record
 
 MAX_BYTES = 256 * 1024 * 1024  # uncompressed; a 10,000-test reportlog is ~40 MB
@@ -137,12 +137,6 @@ def read_path(path: Path, limit: int = MAX_BYTES) -> FileResults:
         raise IngestError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _worker_order(name: str) -> tuple[int, str]:
-    """gw2 before gw10."""
-    digits = name.lstrip("gw")
-    return (int(digits), name) if digits.isdigit() and len(digits) < 9 else (1 << 30, name)
-
-
 def load_run(
     path: Path,
     *,
@@ -169,7 +163,7 @@ def load_run(
     collected = list(dict.fromkeys(a.nodeid for a in attempts))
     # each xdist worker is one process, its tests in the file's order (reports reach the log as
     # they happen); a file without workers is one process
-    workers = sorted({a.worker or "" for a in attempts}, key=_worker_order)
+    workers = sorted({a.worker or "" for a in attempts}, key=natural_order)
     process = {w: i for i, w in enumerate(workers)}
     positions = dict.fromkeys(workers, 0)
     for attempt in attempts:

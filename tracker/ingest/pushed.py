@@ -162,7 +162,7 @@ def _json_size(value: Any) -> float:
         return math.inf
     try:
         return len(json.dumps(value, allow_nan=False))
-    except (ValueError, RecursionError):
+    except ValueError:
         return math.inf
 
 

@@ -83,6 +83,13 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     return folder.resolve()
 
 
+def cache_state(folder: Path | None) -> str | None:
+    """`warm` when the compiled-kernel cache holds something, `cold` when empty; None: no cache."""
+    if folder is None:
+        return None
+    return "warm" if next(folder.iterdir(), None) else "cold"
+
+
 def job_for(
     settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
 ) -> Job:
@@ -245,13 +252,12 @@ def execute(
     def finish(status: str | None = None, message: str | None = None) -> RunRecord:
         record.status, record.message = status, message
         record.finished_at = datetime.now(UTC)
-        if cache and record.kernel_cache == "cold" and next(cache.iterdir(), None) is None:
+        if record.kernel_cache == "cold" and cache_state(cache) == "cold":
             record.kernel_cache = None  # nothing was compiled: no cache to speak of (a CPU suite)
         return record
 
     cache = kernel_cache(settings, suite)
-    if cache:
-        record.kernel_cache = "warm" if next(cache.iterdir(), None) else "cold"
+    record.kernel_cache = cache_state(cache)
 
     on_start(record)
     phases = Phases(workdir / "phases.json", t0)

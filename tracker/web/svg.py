@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.records import natural_order
 from tracker.words import seconds
 
 COLORS = {
@@ -94,11 +94,6 @@ def line_chart(
     }
 
 
-def _natural(name: str) -> list:
-    """gw2 before gw10, d0w3 before d1w0."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
-
-
 def timeline(
     attempts: list[dict[str, Any]], marked: set[int], width: int = 760, row: int = 16
 ) -> dict[str, Any] | None:
@@ -143,7 +138,7 @@ def timeline(
             "marks": slot["marks"],
             "idle": 1 - min(1.0, slot["work"] / end),
         }
-        for i, (name, slot) in enumerate(sorted(slots.items(), key=lambda kv: _natural(kv[0])))
+        for i, (name, slot) in enumerate(sorted(slots.items(), key=lambda kv: natural_order(kv[0])))
     ]
     ticks = [
         {"x": round(pad_l + f * end * scale, 1), "text": f"{f * end:.0f} s"} for f in (0, 0.5, 1)
