@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import typer
 from rich import box
+from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -243,7 +244,7 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
     else:
         head = Text(*_met(v.met, "MET", "NOT MET"))
         out.print(head.append(f"  {suite}" + (f" on {runner}" if runner else ""), style=""))
-        out.print(Text(f"  {v.headline()}"))
+        out.print(Padding(Text(v.headline()), (0, 0, 0, 2)), soft_wrap=False)  # at words
         for p in v.parts():
             mark = "✓" if p["ok"] else "✗"
             measured = p["measured"]
