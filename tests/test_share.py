@@ -59,6 +59,10 @@ def test_tests_that_took_turns_fill_the_device_and_sleepers_share_it():
     warm = [Sample(s.run, s.nodeid, 1, s.duration, s.outcome, s.started_at, s.worker, True)
             for s in samples]  # fmt: skip
     assert share.learn([cold, *warm])["f.py::test_fill[0]"].alone == 2.0
+    # whether it fills is judged on warm nights; a cold night's time alone, on cold nights
+    assert share.learn([cold, *warm], warm=False)["f.py::test_fill[0]"] == share.Sharing(
+        alone=0.5, fills=True, busy=2, slowed=2
+    )
 
 
 def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
@@ -66,15 +70,15 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     heavy = [["h.py::a"], ["h.py::b"], ["h.py::c"]]
     light = [[f"l.py::t{i}"] for i in range(6)]
     feed.fill(heavy + light, ranked=3, weights=[30, 10, 20], fills=[True, True, True])
-    # the chain starts at once, shortest first; the other slots take light work meanwhile
-    assert [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")] == ["h.py::b", "l.py::t0", "l.py::t3"]
+    # the chain starts at once, longest first; the other slots take light work meanwhile
+    assert [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")] == ["h.py::a", "l.py::t0", "l.py::t3"]
     assert feed.take("d0w1") == "l.py::t1"  # the device already runs a filling test
-    assert feed.take("d0w0") == "h.py::c"  # b is done: the next of the chain
+    assert feed.take("d0w0") == "h.py::c"  # a is done: the next of the chain
     assert [t for w in ("d0w1", "d0w2") * 4 if (t := feed.take(w))] == [
         "l.py::t2", "l.py::t4", "l.py::t5",
     ]  # fmt: skip
     assert not feed.pending("d0w1")  # no light work left, and the device's one heavy is taken
-    assert feed.take("d0w0") == "h.py::a"
+    assert feed.take("d0w0") == "h.py::b"
     assert feed.take("d0w0") is None
 
 
@@ -82,10 +86,10 @@ def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     feed = Feed({"d0w0": "0", "d1w0": "1"})
     groups = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]
     feed.fill(groups, ranked=4, weights=[50, 40, 30, 20], fills=[True] * 4)
-    # LPT: a (50) to d0, b (40) to d1, c (30) to d1, d (20) to d0: 70 each; shortest first
-    assert feed.take("d0w0") == "h.py::d" and feed.take("d1w0") == "h.py::c"
-    assert feed.take("d1w0") == "h.py::b"
-    assert feed.take("d1w0") == "h.py::a"  # d1's chain is done: it takes d0's longest
+    # LPT: a (50) to d0, b (40) to d1, c (30) to d1, d (20) to d0: 70 each; longest first
+    assert feed.take("d0w0") == "h.py::a" and feed.take("d1w0") == "h.py::b"
+    assert feed.take("d1w0") == "h.py::c"
+    assert feed.take("d1w0") == "h.py::d"  # d1's chain is done: it takes d0's longest
     assert feed.take("d0w0") is None
 
 

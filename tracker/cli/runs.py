@@ -349,7 +349,7 @@ def plan_command(
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
     warm = cache_state(kernel_cache(settings, config)) == "warm"
-    sharing = share.learn(samples)
+    sharing = share.learn(samples, warm)
     expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
     count = devices or len(settings.runner.devices or [0])
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}

@@ -279,7 +279,7 @@ def execute(
     slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
     execution = _Execution(job, reporter)
     warm = record.kernel_cache != "cold"
-    history, sharing = share.first_attempts(samples, warm), share.learn(samples)
+    history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
     feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
 

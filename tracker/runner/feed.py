@@ -28,7 +28,7 @@ class Feed:
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
-    each chain shortest first, and a device runs one of them at a time, beside the light work
+    each chain longest first, and a device runs one of them at a time, beside the light work
     (more lanes only for a chain of presumed ones too long for the run: `_chain`).
     A device whose chain is done takes the longest test left in another device's chain.
     """
@@ -101,12 +101,12 @@ class Feed:
                 guessing.add(device)
         slots = Counter(self.device.values())
         for device, chain in self.chains.items():
-            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
+            chain.sort(key=lambda x: x[0])  # popped from the end: longest first
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
     def _next_filling(self, device: str) -> tuple[float, list[str]] | None:
-        """The device's next filling group, if a lane is free: its own chain's shortest, else
+        """The device's next filling group, if a lane is free: its own chain's longest, else
         the longest left in the chain with the most work left."""
         if not self._lane_free(device):
             return None

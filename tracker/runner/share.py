@@ -102,21 +102,36 @@ def _company(samples: list[Sample]) -> dict[int, float]:
     return {i: overlap[i] / max(end - start, 1e-9) for g in spans.values() for start, end, i in g}
 
 
-def learn(samples: list[Sample]) -> dict[str, Sharing]:
-    """Each test's time alone and whether it fills its device (see the module's docstring)."""
-    samples = preferred(samples)
+def _alone(samples: list[Sample]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Each test's least company when it finished, its quiet time (the fastest it finished
+    with about that little company) and, for one never seen with less than half a test of
+    company, its time alone if it took turns: time / (1 + company)."""
     company = _company(samples)
     finished = [(i, s) for i, s in enumerate(samples) if s.outcome not in CUT]
-    least: dict[str, float] = {}  # each test's least company in a finished attempt
+    least: dict[str, float] = {}
     for i, s in finished:
         least[s.nodeid] = min(company.get(i, 0.0), least.get(s.nodeid, float("inf")))
-    quiet: dict[str, float] = {}  # its fastest time with that little company
+    quiet: dict[str, float] = {}
+    guess: dict[str, float] = {}
     for i, s in finished:
         if company.get(i, 0.0) < least[s.nodeid] + BUSY:
             quiet[s.nodeid] = min(s.duration, quiet.get(s.nodeid, s.duration))
+        if least[s.nodeid] >= BUSY:
+            share = s.duration / (1 + company.get(i, 0.0))
+            guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
+    return least, quiet, guess
+
+
+def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
+    """Each test's time alone and whether it fills its device (see the module's docstring).
+    Whether it fills is judged on warm runs where there are any; its time alone is read from
+    runs as warm as tonight's (`warm`): cold, a fused_moe case took 40-48 s alone, warm 14 s."""
+    judged = preferred(samples)
+    company = _company(judged)
+    least, quiet, guess = _alone(judged)
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
-    for i, s in enumerate(samples):
+    for i, s in enumerate(judged):
         base = quiet.get(s.nodeid)
         more = company.get(i, 0.0) >= least.get(s.nodeid, 0.0) + BUSY
         if not more or s.outcome in (CRASHED, INTERRUPTED):
@@ -125,18 +140,13 @@ def learn(samples: list[Sample]) -> dict[str, Sharing]:
         busy[fn] += 1
         # cut with company and never finished with less: nothing says it did not take turns
         slowed[fn] += s.outcome in CUT if base is None else s.duration >= SLOWED * base
-    # a filling test never seen alone: it took turns, so its time alone was time / (1 + company)
-    guess: dict[str, float] = {}
-    for i, s in finished:
-        if least[s.nodeid] >= BUSY:
-            share = s.duration / (1 + company.get(i, 0.0))
-            guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
     guessed = {function_of(n) for n in guess}
+    _, quiet_tonight, guess_tonight = _alone(preferred(samples, warm))
     out: dict[str, Sharing] = {}
-    for nodeid in {s.nodeid for s in samples}:
+    for nodeid in {s.nodeid for s in judged}:
         fn = function_of(nodeid)
         # only ever seen with the same company: as if it filled, until more says
         fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else (fn in guessed or None)
-        alone = guess.get(nodeid) if fills else None
-        out[nodeid] = Sharing(alone or quiet.get(nodeid), fills, busy[fn], slowed[fn])
+        alone = (guess_tonight.get(nodeid) if fills else None) or quiet_tonight.get(nodeid)
+        out[nodeid] = Sharing(alone, fills, busy[fn], slowed[fn])
     return out
