@@ -70,15 +70,15 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     heavy = [["h.py::a"], ["h.py::b"], ["h.py::c"]]
     light = [[f"l.py::t{i}"] for i in range(6)]
     feed.fill(heavy + light, ranked=3, weights=[30, 10, 20], fills=[True, True, True])
-    # the chain starts at once, longest first; the other slots take light work meanwhile
-    assert [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")] == ["h.py::a", "l.py::t0", "l.py::t3"]
+    # the chain starts at once, shortest first; the other slots take light work meanwhile
+    assert [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")] == ["h.py::b", "l.py::t0", "l.py::t3"]
     assert feed.take("d0w1") == "l.py::t1"  # the device already runs a filling test
-    assert feed.take("d0w0") == "h.py::c"  # a is done: the next of the chain
+    assert feed.take("d0w0") == "h.py::c"  # b is done: the next of the chain
     assert [t for w in ("d0w1", "d0w2") * 4 if (t := feed.take(w))] == [
         "l.py::t2", "l.py::t4", "l.py::t5",
     ]  # fmt: skip
     assert not feed.pending("d0w1")  # no light work left, and the device's one heavy is taken
-    assert feed.take("d0w0") == "h.py::b"
+    assert feed.take("d0w0") == "h.py::a"
     assert feed.take("d0w0") is None
 
 
@@ -86,10 +86,10 @@ def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     feed = Feed({"d0w0": "0", "d1w0": "1"})
     groups = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]
     feed.fill(groups, ranked=4, weights=[50, 40, 30, 20], fills=[True] * 4)
-    # LPT: a (50) to d0, b (40) to d1, c (30) to d1, d (20) to d0: 70 each; longest first
-    assert feed.take("d0w0") == "h.py::a" and feed.take("d1w0") == "h.py::b"
-    assert feed.take("d1w0") == "h.py::c"
-    assert feed.take("d1w0") == "h.py::d"  # d1's chain is done: it takes d0's longest
+    # LPT: a (50) to d0, b (40) to d1, c (30) to d1, d (20) to d0: 70 each; shortest first
+    assert feed.take("d0w0") == "h.py::d" and feed.take("d1w0") == "h.py::c"
+    assert feed.take("d1w0") == "h.py::b"
+    assert feed.take("d1w0") == "h.py::a"  # d1's chain is done: it takes d0's longest
     assert feed.take("d0w0") is None
 
 
@@ -104,7 +104,14 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     guessed = Feed(slots)
     guessed.fill(heavy + light, 4, weights, [True] * 4, presumed=[True, False, False, False])
     assert guessed.lanes == {"0": 2}  # 40 s in 11 s would need 4 lanes: half the slots at most
-    assert [guessed.take(w) for w in slots][:2] == ["h.py::t3", "h.py::t2"]
+    taken = [guessed.take(w) for w in slots]  # one lane while light work is left
+    assert taken[0] == "h.py::t3" and all(t.startswith("l.py::") for t in taken[1:])
+    assert guessed.take("d0w1").startswith("l.py::")  # the last light test
+    assert guessed.take("d0w2") == "h.py::t2"  # no light work left: the second lane
+    assert guessed.take("d0w3") == "h.py::t0"  # nothing else: a presumed one, beyond the lanes
+    assert not guessed.pending("d0w1")  # t1 is shown to fill: it waits for a lane
+    assert guessed.take("d0w0") is None  # t3 is done, but t2 and t0 hold both lanes
+    assert guessed.take("d0w2") == "h.py::t1"  # t2 is done
 
 
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):

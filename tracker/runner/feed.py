@@ -28,9 +28,11 @@ class Feed:
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
-    each chain longest first, and a device runs one of them at a time, beside the light work
-    (more lanes only for a chain of presumed ones too long for the run: `_chain`).
-    A device whose chain is done takes the longest test left in another device's chain.
+    each chain shortest first (those take turns on the device, so shortest first finishes the
+    most tests by any time without ending later), and a device runs one of them at a time while
+    short tests are left. Then a chain of presumed ones too long for the run gets more lanes
+    (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
+    whose chain is done takes the longest test left in another device's chain.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -50,7 +52,8 @@ class Feed:
         self.after: dict[str, int] = {}  # where each taker's stretch carries on
         self.current: dict[str, deque[str]] = {}
         self.returned: deque[deque[str]] = deque()
-        self.chains: dict[str, list[tuple[float, list[str]]]] = {}  # device -> filling groups
+        self.chains: dict[str, list[tuple[float, list[str], bool]]] = {}  # device -> filling
+        # groups: (expected seconds, tests, only presumed to fill)
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.lock = threading.Lock()
@@ -96,17 +99,17 @@ class Feed:
         for weight, group, presumed in sorted(filling, key=lambda x: -x[0]):
             device = min(devices, key=lambda d: load[d])
             load[device] += weight
-            self.chains[device].append((weight, group))
+            self.chains[device].append((weight, group, presumed))
             if presumed:
                 guessing.add(device)
         slots = Counter(self.device.values())
         for device, chain in self.chains.items():
-            chain.sort(key=lambda x: x[0])  # popped from the end: longest first
+            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
-    def _next_filling(self, device: str) -> tuple[float, list[str]] | None:
-        """The device's next filling group, if a lane is free: its own chain's longest, else
+    def _next_filling(self, device: str) -> tuple[float, list[str], bool] | None:
+        """The device's next filling group, if a lane is free: its own chain's shortest, else
         the longest left in the chain with the most work left."""
         if not self._lane_free(device):
             return None
@@ -115,10 +118,23 @@ class Feed:
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        return max(donors, key=lambda c: sum(w for w, _ in c)).pop(0)
+        return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
 
     def _lane_free(self, device: str) -> bool:
-        return list(self.filling.values()).count(device) < self.lanes.get(device, 1)
+        """One lane while short tests are left (they are most of the tests, done first), then
+        the device's lanes."""
+        lanes = 1 if self.short_free else self.lanes.get(device, 1)
+        return list(self.filling.values()).count(device) < lanes
+
+    def _presumed(self) -> tuple[float, list[str], bool] | None:
+        """For a slot with nothing else left: the shortest group only presumed to fill, from
+        any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
+        is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README)."""
+        for chain in self.chains.values():
+            for k in range(len(chain) - 1, -1, -1):
+                if chain[k][2]:
+                    return chain.pop(k)
+        return None
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -149,7 +165,11 @@ class Feed:
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
-            return None
+            if (spare := self._presumed()) is None:
+                return None
+            self.filling[taker] = device
+            self.handed += spare[0]
+            return deque(spare[1])
         spread = self.running[device] <= min(self.running.values())
         if self.head < self.ranked and ((spread and self._due(device)) or not self.short_free):
             i = self.head
@@ -204,6 +224,11 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
+            spare = any(presumed for c in self.chains.values() for *_, presumed in c)
             return bool(
-                self.returned or self.current.get(taker) or chained or any(self.free[self.head :])
+                self.returned
+                or self.current.get(taker)
+                or chained
+                or any(self.free[self.head :])
+                or spare
             )
