@@ -1,13 +1,14 @@
-"""The API against its own OpenAPI schema, fuzzed by schemathesis: no 5xx, and every status code,
-content type and body is the one the schema documents. A fixed seed and a bounded number of
-examples keep it repeatable and quick; `bench/hostile.py --fuzz-minutes` runs it longer."""
+"""The API against its own OpenAPI schema, fuzzed by schemathesis on SQLite and on PostgreSQL:
+no 5xx, and every status code, content type and body is the one the schema documents. A fixed
+seed and a bounded number of examples keep it repeatable and quick; `bench/hostile.py
+--fuzz-minutes` runs it longer."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from helpers import fill
+from helpers import fill, make_pg_database
 from hypothesis import HealthCheck, given, seed, settings
 
 from tracker.config import RunnerConfig, Settings
@@ -19,11 +20,15 @@ positive_data_acceptance = schemathesis.checks.positive_data_acceptance
 EXAMPLES = int(os.environ.get("TRACKER_FUZZ_EXAMPLES", "25"))
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def app(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
+    if request.param == "postgresql":  # 32-bit columns, NUL in text: what SQLite lets pass
+        url = make_pg_database(request.getfixturevalue("pg_server"))
+    else:
+        url = f"sqlite:///{tmp / 'f.db'}"
     config = Settings(
-        database_url=f"sqlite:///{tmp / 'f.db'}",
+        database_url=url,
         data_dir=tmp / "data",
         runner=RunnerConfig(name="ci", device="cpu"),
         token=TOKEN,

@@ -431,3 +431,44 @@ def test_the_push_schema_asks_for_what_the_server_reads(settings):
     spec = TestClient(create_app(settings)).get("/openapi.json").json()
     body = spec["paths"]["/api/v1/runs"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["required"] == ["format", "run", "results"]
+
+
+def test_a_full_disk_is_a_503_that_stores_nothing_and_the_retry_arrives(tmp_path):
+    from sqlalchemy import event
+
+    from tracker.db import get_engine
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", token=TOKEN)
+    client = TestClient(create_app(settings))
+    engine = get_engine(settings.database_url)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    big = _push()  # more than the file may grow by
+    failed = {"number": 1, "outcome": "failed", "message": "m" * 5000}
+    big["results"] = [{"nodeid": f"t.py::t{i}", "attempts": [failed]} for i in range(200)]
+
+    def full_disk(dbapi_connection, _record) -> None:  # SQLite's own "database or disk is full"
+        pages = dbapi_connection.execute("PRAGMA page_count").fetchone()[0]
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    event.listen(engine, "connect", full_disk)
+    engine.dispose()
+    try:
+        answer = client.post("/api/v1/runs", json=big, headers=headers)
+    finally:
+        event.remove(engine, "connect", full_disk)
+        engine.dispose()
+    assert answer.status_code == 503, answer.text
+    assert "database or disk is full" in answer.json()["detail"]
+    assert answer.headers["Retry-After"]
+    with session_scope(settings.database_url) as session:
+        assert session.scalar(select(func.count()).select_from(Run)) == 0  # nothing half-stored
+    assert client.post("/api/v1/runs", json=big, headers=headers).status_code in (200, 201)
+
+
+def test_options_and_405_name_every_method_of_a_path(tmp_path):
+    client = TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}")))
+    answer = client.options("/api/v1/suites/s/runs")
+    assert answer.status_code == 204
+    assert answer.headers["Allow"] == "GET, HEAD, OPTIONS, POST"
+    answer = client.get("/api/v1/runs")  # pushes only
+    assert (answer.status_code, answer.headers["Allow"]) == (405, "OPTIONS, POST")

@@ -37,8 +37,9 @@ class PushError(RuntimeError):
     @property
     def refused(self) -> bool:
         """The server read the run and will not store it: sending it again soon changes nothing
-        (until the server is upgraded), so it waits the longest backoff."""
-        return self.status in (400, 413)
+        (until the server is upgraded, or a person settles a 409's conflict of origins), so it
+        waits the longest backoff. A 503 (the server's storage is full or away) is retried."""
+        return self.status in (400, 409, 413)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -14,7 +15,9 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Route
 
 from tracker import __version__
 from tracker.analysis.history import UnknownName
@@ -28,6 +31,20 @@ from tracker.web.guard import WriteGuard
 from tracker.web.head import HeadAsGet
 
 STATIC = Path(__file__).parent / "static"
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
+
+
+def allowed(routes: list[BaseRoute], path: str) -> set[str]:
+    """The methods some route answers at `path`. Starlette's 405 names only the one route it
+    tried, and FastAPI's included routers hide their siblings: GET and POST of one path are two
+    routes."""
+    methods: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.path_regex.fullmatch(path):
+            methods |= route.methods or set()
+        elif router := getattr(route, "original_router", None):  # included, without a prefix
+            methods |= allowed(router.routes, path)
+    return methods
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -84,9 +101,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # pages answer people with a page; the API keeps FastAPI's JSON
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 405:
+            methods = allowed(app.router.routes, request.url.path) | {"OPTIONS"}
+            methods |= {"HEAD"} if "GET" in methods else set()  # HeadAsGet answers it
+            headers = {"Allow": ", ".join(sorted(methods))}
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers=headers)
+            exc = HTTPException(405, exc.detail, headers=headers)
         if request.url.path.startswith(("/api/", "/badge/")) or exc.status_code < 400:
             return await http_exception_handler(request, exc)
         return error_page(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(OSError)
+    def unavailable(request: Request, exc: Exception) -> Response:
+        """A full disk, a read-only or locked database, a database server gone: the write was
+        rolled back and nothing is stored, so say so with a 503 that a runner's outbox retries,
+        never a bare 500."""
+        if isinstance(exc, OSError) and exc.errno not in STORAGE_ERRNOS:
+            raise exc
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+        message = f"storage is not available: {reason}; nothing was stored, try again later"
+        if request.url.path.startswith(("/api/", "/badge/")):
+            return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "60"})
+        return error_page(request, 503, message)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
