@@ -31,6 +31,7 @@ from tracker.db import session_scope
 from tracker.ingest import IngestError, read_results
 from tracker.models import Case, Run, Suite
 from tracker.records import RunRecord
+from tracker.runner import jail
 from tracker.service import HOST, keep_recovering
 from tracker.web.app import create_app
 
@@ -458,6 +459,64 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
     run = json.loads(listed.stdout)["runs"][0]
     assert run["status"] == "interrupted"
     assert run["counts"]["passed"] >= 1 and run["counts"]["failed"] >= 1
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+needs_cgroup = pytest.mark.skipif(
+    jail.base() is None, reason="no writable cgroup here: the README says what is then not covered"
+)
+
+
+@needs_cgroup
+def test_a_grandchild_in_its_own_session_ends_with_the_run(run_suite, tmp_path):
+    run = run_suite(suite="escape", reruns=0)
+    assert run["run"]["counts"] == {"passed": 2}
+    escapee = int((tmp_path / "state" / "escapee.pid").read_text())
+    assert not _alive(escapee)
+
+
+@needs_cgroup
+def test_a_grandchild_in_its_own_session_ends_in_the_recovery_after_kill_9(tmp_path):
+    config = f"""
+data_dir = "{tmp_path / "data"}"
+[runner]
+name = "ci"
+device = "cpu"
+[[suites]]
+name = "escape"
+path = "{SUITES / "escape"}"
+python = "{sys.executable}"
+test_timeout = 120
+env = {{ FIXTURE_STATE = "{tmp_path}", ESCAPE_HANG = "1" }}
+"""
+    (tmp_path / "tracker.toml").write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    proc = subprocess.Popen([*TRACKER, "run", "escape"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    pid_file = tmp_path / "escapee.pid"
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the test never started its grandchild")
+    escapee = int(pid_file.read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    assert _alive(escapee)  # what a process group and a parent-death signal miss
+    listed = tracker(tmp_path, "runs", "--json")  # recovers the run the kill left open
+    assert json.loads(listed.stdout)["runs"][0]["status"] == "interrupted"
+    assert not _alive(escapee)
 
 
 def _dead_pid() -> int:

@@ -210,7 +210,7 @@ def test_git_checkout_is_moved_to_ref_and_its_commit_recorded(run_suite, tmp_pat
 
 
 def test_pytest_output_is_bounded(tmp_path):
-    from tracker.runner.process import bound_output
+    from tracker.runner.artifacts import bound_output
 
     out = tmp_path / "p0.out"
     out.write_bytes(b"HEAD" + b"x" * 5_000_000 + b"TAIL")

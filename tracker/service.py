@@ -4,10 +4,8 @@ closing runs that a killed tracker left `running`, with what their reportlogs ha
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -22,10 +20,10 @@ from tracker import push, queries, store
 from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
-from tracker.ingest.reportlog import parse_reportlog
 from tracker.models import Investigation, Run, Runner, RunRequest, Suite
-from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, bound_nodeid
+from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
 from tracker.runner import bisect, polluter
+from tracker.runner.artifacts import read_back
 from tracker.runner.execute import Reporter, execute, job_for, run_folder
 from tracker.runner.probe import probe
 from tracker.runner.process import kill_all, kill_leftovers
@@ -116,28 +114,7 @@ def _record_from_artifacts(run: Run, suite: str, runner: str, reason: str) -> Ru
         message=reason,
         artifacts=run.artifacts,
     )
-    folder = Path(run.artifacts) if run.artifacts else None
-    if folder is None or not folder.is_dir():
-        return record
-
-    def number(path: Path) -> int:
-        return int(re.sub(r"\D", "", path.name.split(".")[0]) or 0)
-
-    for events in sorted(folder.glob("p*.events.jsonl"), key=number):  # the first collection
-        for line in events.read_text(encoding="utf-8", errors="replace").splitlines():
-            event = json.loads(line) if line.strip().startswith("{") else {}
-            if event.get("e") == "collected" and not record.collected:
-                record.collected = event["nodeids"]
-    expected, seen = {bound_nodeid(n) for n in record.collected}, set()
-    for path in sorted(folder.glob("p*.reportlog.jsonl"), key=number):
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            parser = parse_reportlog(fh)
-        for position, attempt in enumerate(parser.attempts):
-            attempt.process, attempt.position = number(path), position
-            # every pulling process reports the collection errors: keep them once
-            if attempt.nodeid in expected or attempt.nodeid not in seen:
-                seen.add(attempt.nodeid)
-                record.attempts.append(attempt)
+    record.collected, record.attempts = read_back(run.artifacts)
     return record
 
 
@@ -343,6 +320,7 @@ def _end_orphaned_requests(session: Session, now: datetime) -> None:
     """A `run now` request taken by a scheduler that died stays `started`, and every later
     request would be refused as busy: end it once its claimer is gone (a dead pid here; elsewhere
     no running run of its suite and runner, LAPSE after the claim)."""
+    ended: list[int] = []
     for request in session.execute(
         select(RunRequest).where(RunRequest.state == "started")
     ).scalars():
@@ -355,10 +333,11 @@ def _end_orphaned_requests(session: Session, now: datetime) -> None:
                 session, request.suite, request.runner
             )
         if gone:
-            request.state = "done"
+            ended.append(request.id)
             who = request.claimed_by or "unknown"
             log.warning("run-now request %s ended: its scheduler (%s) is gone", request.id, who)
-    session.commit()
+    if ended:
+        store.end_requests(session, ended)
 
 
 def keep_recovering(settings: Settings, stop: threading.Event) -> None:

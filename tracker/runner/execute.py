@@ -34,7 +34,7 @@ from tracker.runner import plan, share
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.feed import Feed
 from tracker.runner.probe import probe
-from tracker.runner.process import Job, Pull, run_process
+from tracker.runner.process import Job, Pull, end_run, run_process
 from tracker.signatures import fatal_regex
 
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -121,11 +121,23 @@ class Phases:
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
-    threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in slots]
+    """One thread per slot (daemons: Ctrl-C is not held up by them). A worker that raises ends
+    the run with its own error, not with what its silence looked like ("collection failed")."""
+    errors: list[BaseException] = []
+
+    def guarded(slot: Slot) -> None:
+        try:
+            worker(slot)
+        except BaseException as exc:  # handed to the main thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(s,), daemon=True) for s in slots]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
 
 
 class _Execution:
@@ -251,6 +263,7 @@ def execute(
 
     def finish(status: str | None = None, message: str | None = None) -> RunRecord:
         record.status, record.message = status, message
+        end_run(workdir)
         record.finished_at = datetime.now(UTC)
         if record.kernel_cache == "cold" and cache_state(cache) == "cold":
             record.kernel_cache = None  # nothing was compiled: no cache to speak of (a CPU suite)

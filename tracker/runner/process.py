@@ -23,12 +23,12 @@ from pathlib import Path
 
 from tracker.ingest.reportlog import ReportLogParser
 from tracker.records import CRASHED, INTERRUPTED, TIMEOUT, AttemptRecord, bound_nodeid
+from tracker.runner import jail
+from tracker.runner.artifacts import bound_output, output_tail, process_files
 from tracker.runner.feed import Feed
 
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 POLL_S = 0.1
-OUTPUT_TAIL = 8_000
-OUTPUT_MAX = 4 * 1024 * 1024  # pytest output kept per process: its head and its tail
 
 
 def watchdog_limit(test_timeout: float) -> float:
@@ -102,6 +102,7 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
 # The pytest processes run in sessions of their own (so that a kill takes their children too),
 # which also means they outlive us unless we end them: on Ctrl-C, on a crash, at exit.
 _live: set[subprocess.Popen] = set()
+_jails: set[Path] = set()  # the run folders whose cgroups hold our processes (runner/jail.py)
 _live_lock = threading.Lock()
 _stopping = threading.Event()  # set once the tracker is ending: no new pytest process starts
 
@@ -117,10 +118,19 @@ def kill_all(final: bool = True) -> None:
     with _live_lock:
         if final:
             _stopping.set()
-        procs = list(_live)
+        procs, jails = list(_live), list(_jails)
     for proc in procs:
         _kill(proc)
         proc.wait()
+    for workdir in jails:
+        end_run(workdir)
+
+
+def end_run(workdir: Path) -> None:
+    """Kill what the run's tests left behind (a daemon, a grandchild in its own session)."""
+    jail.kill(workdir)
+    with _live_lock:
+        _jails.discard(workdir)
 
 
 atexit.register(kill_all)
@@ -131,7 +141,7 @@ def kill_leftovers(workdir: Path) -> int:
     and anything they started, found by the environment they inherited): the recovery after a
     tracker that died too hard to clean up after itself."""
     marker = f"TRACKER_WORKDIR={workdir}".encode()
-    killed = 0
+    killed = jail.kill(workdir)
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             if marker in (proc / "environ").read_bytes().split(b"\0"):
@@ -154,40 +164,6 @@ def pytest_command(job: Job, report: Path, *options: str) -> list[str]:
         *options,
         *job.args,
     ]
-
-
-def output_tail(path: Path, limit: int = OUTPUT_TAIL) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
-
-
-def bound_output(path: Path, limit: int = OUTPUT_MAX) -> None:
-    """A test printing gigabytes must not fill the runner's disk: keep the head and the tail."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return
-    if size <= limit:
-        return
-    with path.open("rb") as fh:
-        head = fh.read(limit // 4)
-        fh.seek(size - (limit - limit // 4))
-        tail = fh.read()
-    cut = f"\n… [{size - len(head) - len(tail)} bytes of output cut] …\n".encode()
-    path.write_bytes(head + cut + tail)
-
-
-def outputs(artifacts: str | None, limit: int = 20_000) -> list[tuple[str, str]]:
-    """The tail of each pytest process's output of a run, for the run page."""
-    folder = Path(artifacts) if artifacts else None
-    if folder is None or not folder.is_dir():
-        return []
-    files = sorted(folder.glob("*.out"), key=lambda p: (len(p.name), p.name))
-    return [(f.stem, output_tail(f, limit)) for f in files]
 
 
 def _exit_text(code: int) -> str:
@@ -274,10 +250,7 @@ def run_process(
     With `pull`, the process collects the suite and runs what it pulls from the feed instead,
     until the feed is empty; `remaining` is then what it was handed and did not run."""
     job.workdir.mkdir(parents=True, exist_ok=True)
-    chosen, report, events, output, inbox = (
-        job.workdir / f"{name}.{ext}"
-        for ext in ("select", "reportlog.jsonl", "events.jsonl", "out", "inbox")
-    )
+    chosen, report, events, output, inbox = process_files(job.workdir, name)
     cmd = pytest_command(job, report, "--continue-on-collection-errors")
     if job.use_pytest_timeout:
         cmd.append(f"--timeout={job.test_timeout:g}")
@@ -302,6 +275,8 @@ def run_process(
             pass_fds=pipes.pass_fds if pipes else (),
         )
         _live.add(proc)
+        if jail.enter(job.workdir, proc.pid):  # long before pytest is imported, let alone a test
+            _jails.add(job.workdir)
     if pipes:
         pipes.started()
     try:

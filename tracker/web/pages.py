@@ -17,8 +17,17 @@ from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
-from tracker.records import FAILING, FINAL_OUTCOMES, FLAKY, status_text
-from tracker.runner.process import outputs
+from tracker.records import (
+    FAILING,
+    FINAL_OUTCOMES,
+    FLAKY,
+    RUN_INFRA,
+    RUN_INTERRUPTED,
+    RUN_RUNNING,
+    status_text,
+)
+from tracker.runner.artifacts import outputs
+from tracker.schedule import next_runs
 from tracker.validate import MAX_ID
 from tracker.web import svg, tables
 from tracker.web.deps import RowId, SessionDep, SettingsDep, path_segment, templates
@@ -55,7 +64,6 @@ def _run_square(run: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
-    from tracker.scheduler import next_runs
 
     upcoming = next_runs(settings)
     cards = []
@@ -70,7 +78,7 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
                 "last": runs[0] if runs else None,
                 "verdict": verdict,
                 "days_left": (verdict.earliest - verdict.today).days if verdict.earliest else None,
-                "rates": [scope.rates(7), scope.rates(14)],
+                "rates": [scope.rates(d) for d in settings.analysis.windows],
                 "strip": svg.strip([_run_square(r) for r in reversed(runs)]),
                 "flaky": len(verdict.unquarantined_flaky),
                 "failing_kernels": [
@@ -127,7 +135,7 @@ def suite_page(
     runs = history.runs(session, scope.suite_id, None, since, scope.now)
     per_day: dict[Any, list[str]] = defaultdict(list)
     for r in runs:
-        if r.status != "interrupted":
+        if r.status != RUN_INTERRUPTED:
             per_day[local_day(r.started_at, scope.tz)].append(r.status)
     first_day = local_day(since, scope.tz)
     trend = []
@@ -140,7 +148,7 @@ def suite_page(
     durations = [
         (r["started_at"][5:16].replace("T", " "), r["duration"]) for r in reversed(recent[:30])
     ]
-    last = next((r for r in recent if r["status"] not in ("running", "infra_error")), None)
+    last = next((r for r in recent if r["status"] not in (RUN_RUNNING, RUN_INFRA)), None)
     runners = sorted(r for s, r in queries.suite_runner_pairs(session) if s == suite)
     return render(
         request,
@@ -154,7 +162,7 @@ def suite_page(
         trend=svg.line_chart(trend, y_max=100, y_format="{:.0f}%".format),
         duration_chart=svg.line_chart(durations, y_format=seconds),
         runs=recent,
-        rates=[scope.rates(7), scope.rates(14), scope.rates(days)],
+        rates=[scope.rates(d) for d in sorted({*settings.analysis.windows, days})],
         kernels=scope.kernels(),
         flaky=scope.flaky()[:10],
         clusters=scope.clusters()[:10],
@@ -176,9 +184,6 @@ ENVIRONMENT_KEYS = (
     "suite_package",
     "kernel_cache",  # a run's own, not a probed fact: a cold night is slower, and not a slowdown
 )
-
-
-LISTED = ("new_failures", "fixed", "new_flaky")  # the changes the run page names, 20 each
 
 
 def environment_diff(before: dict | None, now: dict | None) -> list[tuple[str, Any, Any]]:
