@@ -11,7 +11,7 @@ import os
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -107,7 +107,10 @@ class PromotionConfig(_Strict):
 
 
 class AnalysisConfig(_Strict):
-    windows: list[int] = Field(default_factory=lambda: [7, 14])  # days, for pass rates
+    # days: the pass-rate windows of the overview's cards and the suite page
+    windows: list[Annotated[int, Field(ge=1, le=365)]] = Field(
+        default_factory=lambda: [7, 14], min_length=1, max_length=4
+    )
     flaky_window_days: int = Field(default=14, ge=1, le=365)
     # a failure cluster holding this share of a run's failures (and at least cascade_min) is a
     # cascade: one cause, many victims

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlmodel import Session
 
-from tracker import queries
+from tracker import queries, store
 from tracker.config import Settings
-from tracker.db import session_scope, upsert
+from tracker.db import session_scope
 from tracker.models import Outbox
 
 log = logging.getLogger("tracker")
@@ -52,17 +52,7 @@ class Sent:
 
 def enqueue(session: Session, run_ids: list[int]) -> None:
     """Queue runs for the central server (again, if they were sent before)."""
-    now = datetime.now(UTC)
-    for run_id in run_ids:
-        session.execute(
-            upsert(session, Outbox)
-            .values(run_id=run_id, queued_at=now, tries=0, next_try_at=now)
-            .on_conflict_do_update(
-                index_elements=["run_id"],
-                set_={"pushed_at": None, "next_try_at": now, "tries": 0, "last_error": None},
-            )
-        )
-    session.commit()
+    store.enqueue_push(session, run_ids)
 
 
 def waiting(session: Session, due_only: bool = False) -> list[Outbox]:
@@ -79,7 +69,8 @@ def backoff(settings: Settings, tries: int) -> timedelta:
 
 def post(settings: Settings, client: httpx.Client, detail: dict) -> tuple[int, bool]:
     """One run to the central server: its id there, and whether this push stored it."""
-    assert settings.push.url
+    if not settings.push.url:
+        raise PushError("no [push] url is configured")
     body = gzip.compress(json.dumps(detail, ensure_ascii=False).encode(), compresslevel=6)
     headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
     if settings.push_token:
@@ -121,12 +112,7 @@ def send(settings: Settings, due_only: bool = False) -> list[Sent]:
                 done.append(_failed(settings, run_id, str(exc), exc.refused))
                 continue
             with session_scope(url) as session:
-                session.execute(
-                    update(Outbox)
-                    .where(Outbox.run_id == run_id)
-                    .values(pushed_at=datetime.now(UTC), remote_id=remote, last_error=None)
-                )
-                session.commit()
+                store.mark_pushed(session, run_id, remote)
             done.append(Sent(run_id, remote, created))
             log.info("run %s pushed to %s as run %s", run_id, settings.push.url, remote)
     return done
@@ -134,14 +120,10 @@ def send(settings: Settings, due_only: bool = False) -> list[Sent]:
 
 def _failed(settings: Settings, run_id: int, error: str, refused: bool = False) -> Sent:
     with session_scope(settings.database_url) as session:
-        row = session.get(Outbox, run_id)
-        if row is not None:
-            row.tries += 1
-            row.last_error = error[:500]
-            wait = backoff(settings, 99 if refused else row.tries)
-            row.next_try_at = datetime.now(UTC) + wait
-            session.commit()
-            log.warning("run %s not pushed (try %d): %s", run_id, row.tries, error)
+        wait = lambda tries: backoff(settings, 99 if refused else tries)  # noqa: E731
+        tries = store.push_failed(session, run_id, error, wait)
+    if tries is not None:
+        log.warning("run %s not pushed (try %d): %s", run_id, tries, error)
     return Sent(run_id, error=error)
 
 

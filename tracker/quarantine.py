@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlmodel import Session
 
-from tracker.db import upsert
+from tracker import store
 from tracker.models import Case, Quarantine, Result, Suite
-from tracker.records import file_of, kernel_of
 from tracker.validate import escape_controls
 
 
@@ -73,27 +71,11 @@ def add(
     sid = _suite(session, suite)
     if not force and (why := _never_recorded(session, sid, suite, nodeid)):
         raise QuarantineError(why)
-    session.execute(
-        upsert(session, Case).on_conflict_do_nothing(),
-        [{"suite_id": sid, "nodeid": nodeid, "file": file_of(nodeid), "kernel": kernel_of(nodeid)}],
-    )
-    test_id = session.execute(
-        select(Case.id).where(Case.suite_id == sid, Case.nodeid == nodeid)
-    ).scalar_one()
-    session.execute(
-        upsert(session, Quarantine)
-        .values(test_id=test_id, reason=reason[:500], since=datetime.now(UTC), by=by[:100])
-        .on_conflict_do_update(index_elements=["test_id"], set_={"reason": reason[:500]})
-    )
-    session.commit()
+    store.quarantine_test(session, sid, nodeid, reason, by)
 
 
 def remove(session: Session, suite: str, nodeid: str) -> bool:
-    sid = _suite(session, suite)
-    test_ids = select(Case.id).where(Case.suite_id == sid, Case.nodeid == nodeid)
-    gone = session.execute(delete(Quarantine).where(Quarantine.test_id.in_(test_ids))).rowcount
-    session.commit()
-    return bool(gone)
+    return store.release_test(session, _suite(session, suite), nodeid)
 
 
 def listing(session: Session, suite: str) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from tracker.records import (
     FLAKY,
     INTERRUPTED,
     NOT_RUN,
+    PASSED,
     RUN_FORMAT,
     RUN_RUNNING,
     UNCONFIRMED,
@@ -310,7 +311,7 @@ def previous_run_id(session: Session, run_id: int) -> int | None:
             Run.suite_id == run.suite_id,
             Run.runner_id == run.runner_id,
             Run.started_at < run.started_at,
-            Run.status != "running",
+            Run.status != RUN_RUNNING,
         )
         .order_by(Run.started_at.desc())
         .limit(1)
@@ -409,7 +410,7 @@ def running(session: Session, suite: str, runner: str) -> bool:
             select(Run.id)
             .join(Suite, Suite.id == Run.suite_id)
             .join(Runner, Runner.id == Run.runner_id)
-            .where(Suite.name == suite, Runner.name == runner, Run.status == "running")
+            .where(Suite.name == suite, Runner.name == runner, Run.status == RUN_RUNNING)
             .limit(1)
         ).first()
         is not None
@@ -436,7 +437,7 @@ def state_stamp(session: Session, suite_id: int) -> tuple:
         select(
             func.max(Run.id),
             func.count(),
-            func.count().filter(Run.status == "running"),
+            func.count().filter(Run.status == RUN_RUNNING),
             func.max(Run.finished_at),
         ).where(Run.suite_id == suite_id)
     ).one()
@@ -539,7 +540,7 @@ def order_suspects(session: Session, run_id: int) -> list[str]:
     """Tests of a run that failed in suite order and passed alone in a fresh process, without a
     polluter search yet: what a night's search budget goes to."""
     rerun = select(Attempt.test_id).where(
-        Attempt.run_id == run_id, Attempt.isolated.is_(True), Attempt.outcome == "passed"
+        Attempt.run_id == run_id, Attempt.isolated.is_(True), Attempt.outcome == PASSED
     )
     searched = select(Investigation.test_id).where(Investigation.kind == "polluter")
     rows = session.execute(

@@ -19,58 +19,38 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
-from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tracker import push, store
-from tracker.config import Settings, SuiteConfig, cron_trigger
+from tracker.config import Settings
 from tracker.db import get_engine, session_scope
-from tracker.models import Attempt, Outbox, Result, Run, RunRequest, RunSlot
+from tracker.schedule import job_id, latest_slot, next_runs, trigger
 from tracker.service import HOST, RECOVER_EVERY_S, log, recover, run_and_store
+
+__all__ = ["build", "job_id", "latest_slot", "next_runs", "trigger"]
 
 _settings: Settings | None = None  # the jobs run in the process that started the scheduler
 
 
-def job_id(suite: str, runner: str) -> str:
-    return f"run:{suite}:{runner}"
-
-
-def trigger(suite: SuiteConfig, tz: str) -> CronTrigger:
-    return cron_trigger(suite.schedule, tz)
-
-
-def latest_slot(suite: SuiteConfig, tz: str, now: datetime, grace: int) -> datetime | None:
-    """The newest firing time of the suite's cron at or before `now` (within the grace)."""
-    cron = trigger(suite, tz)
-    slot, t = None, now - timedelta(seconds=grace)
-    while (nxt := cron.get_next_fire_time(slot, t)) is not None and nxt <= now:
-        slot, t = nxt, nxt + timedelta(microseconds=1)
-    return slot
-
-
 def claim_slot(settings: Settings, suite: str, slot: datetime) -> bool:
     with session_scope(settings.database_url) as session:
-        session.add(
-            RunSlot(
-                suite=suite,
-                runner=settings.runner.name,
-                slot_at=slot,
-                claimed_at=datetime.now(UTC),
-                claimed_by=f"{HOST}:{os.getpid()}",
-            )
-        )
-        try:
-            session.commit()
-        except IntegrityError:
-            return False
-    return True
+        return store.claim_slot(session, suite, settings.runner.name, slot, _me())
+
+
+def _me() -> str:
+    return f"{HOST}:{os.getpid()}"
+
+
+def _configured() -> Settings:
+    """The settings of the process that started the scheduler: the jobs are stored by name and
+    suite only, so they find their settings here."""
+    if _settings is None:
+        raise RuntimeError("a scheduler job runs only in the process that started the scheduler")
+    return _settings
 
 
 def scheduled_run(suite_name: str) -> None:
     """The job: claim this firing's slot, then run the suite."""
-    settings = _settings
-    assert settings is not None, "the scheduler sets the settings before it starts"
+    settings = _configured()
     suite = settings.suite(suite_name)
     now = datetime.now(UTC)
     slot = latest_slot(suite, settings.timezone, now, settings.scheduler.misfire_grace_seconds)
@@ -85,29 +65,12 @@ def scheduled_run(suite_name: str) -> None:
 
 def poll_requests() -> None:
     """Start the oldest queued `run now` request, if any."""
-    settings = _settings
-    assert settings is not None
+    settings = _configured()
     with session_scope(settings.database_url) as session:
-        request = session.execute(
-            select(RunRequest)
-            .where(RunRequest.state == "queued", RunRequest.runner == settings.runner.name)
-            .order_by(RunRequest.id)
-            .limit(1)
-        ).scalar()
-        if request is None:
-            return
-        request_id, suite_name = request.id, request.suite
-        # claimed by whichever scheduler process changes its state first
-        claimed = session.execute(
-            update(RunRequest)
-            .where(RunRequest.id == request_id, RunRequest.state == "queued")
-            .values(
-                state="started", claimed_by=f"{HOST}:{os.getpid()}", claimed_at=datetime.now(UTC)
-            )
-        ).rowcount
-        session.commit()
-    if not claimed:
+        claimed = store.claim_request(session, settings.runner.name, _me())
+    if claimed is None:
         return
+    request_id, suite_name = claimed
     run_id = None
     try:
         run_id = run_and_store(settings, settings.suite(suite_name), why=f"request {request_id}").id
@@ -115,29 +78,19 @@ def poll_requests() -> None:
         log.warning("request %s: not started: %s", request_id, exc)
     finally:
         with session_scope(settings.database_url) as session:
-            session.execute(
-                update(RunRequest)
-                .where(RunRequest.id == request_id)
-                .values(state="done", run_id=run_id)
-            )
-            session.commit()
+            store.end_requests(session, [request_id], run_id)
 
 
 def prune() -> None:
     """Drop tests' results and attempts of runs older than the retention; keep runs and counts,
     and the whole of a run still waiting to be pushed."""
-    settings = _settings
-    assert settings is not None
+    settings = _configured()
     days = settings.scheduler.retention_days
     if not days:
         return
     cutoff = datetime.now(UTC) - timedelta(days=days)
-    unsent = select(Outbox.run_id).where(Outbox.pushed_at.is_(None))  # kept until pushed
     with session_scope(settings.database_url) as session:
-        old = select(Run.id).where(Run.started_at < cutoff, Run.id.not_in(unsent))
-        attempts = session.execute(delete(Attempt).where(Attempt.run_id.in_(old))).rowcount
-        results = session.execute(delete(Result).where(Result.run_id.in_(old))).rowcount
-        session.commit()
+        results, attempts = store.prune(session, cutoff)
     if results:
         log.info("pruned %d results and %d attempts older than %d days", results, attempts, days)
 
@@ -151,6 +104,7 @@ def build(
     past, if the host was down) survives the restart and fires once within the grace."""
     global _settings
     _settings = settings
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # its every firing is not news
     get_engine(settings.database_url)
     recover(settings)
     scheduler = scheduler_cls(
@@ -228,27 +182,3 @@ def build(
         next_run_time=datetime.now(UTC),
     )
     return scheduler
-
-
-def next_runs(settings: Settings) -> dict[str, datetime | None]:
-    """The next firing of each scheduled suite, as the stored job says (or the cron, if none)."""
-    tz = ZoneInfo(settings.timezone)
-    now = datetime.now(tz)
-    out: dict[str, datetime | None] = {}
-    jobs = SQLAlchemyJobStore(engine=get_engine(settings.database_url))
-    for suite in settings.suites:
-        if not suite.schedule:
-            continue
-        try:
-            job = jobs.lookup_job(job_id(suite.name, settings.runner.name))
-        except (OperationalError, ProgrammingError):  # no scheduler ever started on this database
-            job = None
-        out[suite.name] = (
-            job.next_run_time
-            if job
-            else trigger(suite, settings.timezone).get_next_fire_time(None, now)
-        )
-    return out
-
-
-logging.getLogger("apscheduler").setLevel(logging.WARNING)

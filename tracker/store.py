@@ -1,5 +1,6 @@
-"""Writes. A run's results go in with a few executemany statements inside one transaction: either
-the whole run is stored or nothing is.
+"""Writes: every commit of the tracker is here, one at a time per process. A run's results go in
+with a few executemany statements inside one transaction: either the whole run is stored or
+nothing is.
 """
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any
 
@@ -24,9 +25,13 @@ from tracker.models import (
     Case,
     Environment,
     Investigation,
+    Outbox,
+    Quarantine,
     Result,
     Run,
     Runner,
+    RunRequest,
+    RunSlot,
     Suite,
 )
 from tracker.records import (
@@ -291,3 +296,146 @@ def _save_run(session: Session, record: RunRecord, run: Run | None) -> Run:
         session.execute(insert(Attempt), chunk)
     session.commit()
     return run
+
+
+# The other writes: the push outbox, quarantine, `run now` requests, schedule slots, retention.
+
+
+def enqueue_push(session: Session, run_ids: list[int]) -> None:
+    """Queue runs for the central server (again, if they were sent before)."""
+    now = datetime.now(UTC)
+    with _WRITE_LOCK:
+        for run_id in run_ids:
+            session.execute(
+                upsert(session, Outbox)
+                .values(run_id=run_id, queued_at=now, tries=0, next_try_at=now)
+                .on_conflict_do_update(
+                    index_elements=["run_id"],
+                    set_={"pushed_at": None, "next_try_at": now, "tries": 0, "last_error": None},
+                )
+            )
+        session.commit()
+
+
+def mark_pushed(session: Session, run_id: int, remote_id: int) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            update(Outbox)
+            .where(Outbox.run_id == run_id)
+            .values(pushed_at=datetime.now(UTC), remote_id=remote_id, last_error=None)
+        )
+        session.commit()
+
+
+def push_failed(
+    session: Session, run_id: int, error: str, wait: Callable[[int], timedelta]
+) -> int | None:
+    """Count a failed try and set the next one `wait(tries)` from now; the tries, or None when
+    the run is no longer queued."""
+    with _WRITE_LOCK:
+        row = session.get(Outbox, run_id)
+        if row is None:
+            return None
+        row.tries += 1
+        row.last_error = error[:500]
+        row.next_try_at = datetime.now(UTC) + wait(row.tries)
+        session.commit()
+        return row.tries
+
+
+def quarantine_test(session: Session, suite_id: int, nodeid: str, reason: str, by: str) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            upsert(session, Case).on_conflict_do_nothing(),
+            [{"suite_id": suite_id, "nodeid": nodeid, "file": file_of(nodeid),
+              "kernel": kernel_of(nodeid)}],
+        )  # fmt: skip
+        test_id = session.execute(
+            select(Case.id).where(Case.suite_id == suite_id, Case.nodeid == nodeid)
+        ).scalar_one()
+        session.execute(
+            upsert(session, Quarantine)
+            .values(test_id=test_id, reason=reason[:500], since=datetime.now(UTC), by=by[:100])
+            .on_conflict_do_update(index_elements=["test_id"], set_={"reason": reason[:500]})
+        )
+        session.commit()
+
+
+def release_test(session: Session, suite_id: int, nodeid: str) -> bool:
+    """Take a test out of quarantine; whether it was in."""
+    with _WRITE_LOCK:
+        test_ids = select(Case.id).where(Case.suite_id == suite_id, Case.nodeid == nodeid)
+        gone = session.execute(delete(Quarantine).where(Quarantine.test_id.in_(test_ids)))
+        session.commit()
+        return bool(gone.rowcount)
+
+
+def queue_request(session: Session, suite: str, runner: str) -> RunRequest:
+    """A `run now` request; Busy when one is already queued or started (a partial unique index
+    holds this against another web worker queueing one at the same moment)."""
+    request = RunRequest(suite=suite, runner=runner, state="queued", requested_at=datetime.now(UTC))
+    with _WRITE_LOCK:
+        session.add(request)
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            raise Busy(f"{suite} is already running or queued on {runner}") from None
+    return request
+
+
+def claim_request(session: Session, runner: str, by: str) -> tuple[int, str] | None:
+    """The oldest queued request of this runner, taken by whichever scheduler process changes
+    its state first: (its id, its suite), or None."""
+    with _WRITE_LOCK:
+        request = session.execute(
+            select(RunRequest)
+            .where(RunRequest.state == "queued", RunRequest.runner == runner)
+            .order_by(RunRequest.id)
+            .limit(1)
+        ).scalar()
+        if request is None:
+            return None
+        taken = (request.id, request.suite)
+        claimed = session.execute(
+            update(RunRequest)
+            .where(RunRequest.id == request.id, RunRequest.state == "queued")
+            .values(state="started", claimed_by=by, claimed_at=datetime.now(UTC))
+        ).rowcount
+        session.commit()
+    return taken if claimed else None
+
+
+def end_requests(session: Session, ids: list[int], run_id: int | None = None) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            update(RunRequest).where(RunRequest.id.in_(ids)).values(state="done", run_id=run_id)
+        )
+        session.commit()
+
+
+def claim_slot(session: Session, suite: str, runner: str, slot: datetime, by: str) -> bool:
+    """Claim a scheduled firing: the first scheduler process to get here runs it."""
+    with _WRITE_LOCK:
+        session.add(
+            RunSlot(suite=suite, runner=runner, slot_at=slot, claimed_at=datetime.now(UTC),
+                    claimed_by=by)
+        )  # fmt: skip
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            return False
+    return True
+
+
+def prune(session: Session, cutoff: datetime) -> tuple[int, int]:
+    """Drop tests' results and attempts of runs older than `cutoff`; keep the runs and their
+    counts, and the whole of a run still waiting to be pushed. (results, attempts) dropped."""
+    unsent = select(Outbox.run_id).where(Outbox.pushed_at.is_(None))
+    old = select(Run.id).where(Run.started_at < cutoff, Run.id.not_in(unsent))
+    with _WRITE_LOCK:
+        attempts = session.execute(delete(Attempt).where(Attempt.run_id.in_(old))).rowcount
+        results = session.execute(delete(Result).where(Result.run_id.in_(old))).rowcount
+        session.commit()
+    return results, attempts

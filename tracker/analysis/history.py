@@ -61,16 +61,6 @@ def runner_id(session: Session, name: str | None) -> int | None:
     return found
 
 
-def runner_names(session: Session, suite: int) -> dict[int, str]:
-    rows = session.execute(
-        select(Runner.id, Runner.name)
-        .join(Run, Run.runner_id == Runner.id)
-        .where(Run.suite_id == suite)
-        .distinct()
-    ).all()
-    return dict(rows)
-
-
 def runs(
     session: Session, suite: int, runner: int | None, since: datetime, until: datetime
 ) -> list[RunRow]:

@@ -324,7 +324,11 @@ def plan_command(
     suite: Annotated[str, typer.Argument(help="A suite from the config.")],
     devices: Annotated[
         int | None,
-        typer.Option("--devices", min=1, help="Default: the configured devices, else 1."),
+        typer.Option(
+            "--devices",
+            min=1,
+            help="Default: the configured devices, else those the last run found, else 1.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -348,10 +352,12 @@ def plan_command(
             raise fail(f"no run of {suite} on {runner} stored yet: nothing to plan from")
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
+        found = (queries.run_info(session, last[0]["id"])["environment"] or {}).get("device_count")
     warm = cache_state(kernel_cache(settings, config)) == "warm"
     sharing = share.learn(samples, warm)
     expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
-    count = devices or len(settings.runner.devices or [0])
+    configured = len(settings.runner.devices) if settings.runner.devices else None
+    count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
     predicted = plan.simulate(nodeids, expected, slots, config.group)
     by_minute = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +20,6 @@ from fastapi import (
 from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
-from sqlalchemy.exc import IntegrityError
 
 from tracker import queries, store
 from tracker.analysis import history
@@ -29,8 +28,8 @@ from tracker.config import ConfigError, Settings
 from tracker.db import session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.ingest.pushed import decode, read_pushed
-from tracker.models import RunRequest
 from tracker.records import RUN_FORMAT
+from tracker.schedule import next_runs
 from tracker.validate import InvalidRecord
 from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
 
@@ -221,7 +220,6 @@ def promotion(scope: ScopeDep) -> dict[str, Any]:
 @router.get("/schedule", response_model=list[ScheduleOut])
 def schedule(settings: SettingsDep) -> list[dict[str, Any]]:
     """Each configured suite's cron and next run (the stored job's, once a scheduler ran)."""
-    from tracker.scheduler import next_runs
 
     upcoming = next_runs(settings)
     return [
@@ -366,11 +364,8 @@ def trigger(suite: SuiteName, session: SessionDep, settings: SettingsDep) -> dic
     busy = HTTPException(409, f"{suite} is already running or queued on {runner}")
     if queries.busy(session, suite, runner):
         raise busy
-    request = RunRequest(suite=suite, runner=runner, state="queued", requested_at=datetime.now(UTC))
-    session.add(request)
     try:
-        session.commit()
-    except IntegrityError:  # another worker queued one since the check
-        session.rollback()
+        request = store.queue_request(session, suite, runner)
+    except store.Busy:  # another worker queued one since the check
         raise busy from None
     return {"request_id": request.id, "suite": suite, "runner": runner, "state": request.state}

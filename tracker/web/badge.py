@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from tracker.analysis.report import Scope, cache
 from tracker.queries import list_runs
+from tracker.records import RUN_RUNNING
 
 
 class Metric(StrEnum):
@@ -100,7 +101,7 @@ def cached(scope: Scope, metric: Metric) -> Badge:
 
 def make(scope: Scope, suite: str, runner: str | None, metric: Metric) -> Badge:
     if metric == Metric.status:
-        runs = [r for r in list_runs(scope.session, suite, runner, 5) if r["status"] != "running"]
+        runs = [r for r in list_runs(scope.session, suite, runner, 5) if r["status"] != RUN_RUNNING]
         if not runs:
             return Badge(suite, "no runs", GREY)
         status = runs[0]["status"]

@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import Query
 
-WINDOWS = (7, 14, 30, 90)
 TextQ = Query(None, max_length=200, description="keep the rows whose test id holds this text")
 SortQ = Query(None, max_length=40, pattern=r"^-?[a-z_]+$", description="column; '-' descends")
 DaysQ = Query(None, ge=1, le=365, description="the window in days")

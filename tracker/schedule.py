@@ -1,0 +1,54 @@
+"""What the schedule says, without running anything: each suite's job id, cron trigger, latest
+slot and next run. The pages and the API read these; only `scheduler` (which imports the runner)
+acts on them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.triggers.cron import CronTrigger
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from tracker.config import Settings, SuiteConfig, cron_trigger
+from tracker.db import get_engine
+
+
+def job_id(suite: str, runner: str) -> str:
+    return f"run:{suite}:{runner}"
+
+
+def trigger(suite: SuiteConfig, tz: str) -> CronTrigger:
+    return cron_trigger(suite.schedule, tz)
+
+
+def latest_slot(suite: SuiteConfig, tz: str, now: datetime, grace: int) -> datetime | None:
+    """The newest firing time of the suite's cron at or before `now` (within the grace)."""
+    cron = trigger(suite, tz)
+    slot, t = None, now - timedelta(seconds=grace)
+    while (nxt := cron.get_next_fire_time(slot, t)) is not None and nxt <= now:
+        slot, t = nxt, nxt + timedelta(microseconds=1)
+    return slot
+
+
+def next_runs(settings: Settings) -> dict[str, datetime | None]:
+    """The next firing of each scheduled suite, as the stored job says (or the cron, if none)."""
+    tz = ZoneInfo(settings.timezone)
+    now = datetime.now(tz)
+    out: dict[str, datetime | None] = {}
+    jobs = SQLAlchemyJobStore(engine=get_engine(settings.database_url))
+    for suite in settings.suites:
+        if not suite.schedule:
+            continue
+        try:
+            job = jobs.lookup_job(job_id(suite.name, settings.runner.name))
+        except (OperationalError, ProgrammingError):  # no scheduler ever started on this database
+            job = None
+        out[suite.name] = (
+            job.next_run_time
+            if job
+            else trigger(suite, settings.timezone).get_next_fire_time(None, now)
+        )
+    return out
