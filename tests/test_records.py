@@ -1,4 +1,4 @@
-"""The words of DESIGN.md: final outcomes, run status, kernels, bounds."""
+"""The words of docs/design.md: final outcomes, run status, kernels, bounds."""
 
 from __future__ import annotations
 

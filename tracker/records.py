@@ -1,5 +1,5 @@
 """The normalized record stream that both the runner and the ingesters produce, and the words of
-DESIGN.md (attempt outcome, final outcome, run status) computed from it in one place.
+docs/design.md (attempt outcome, final outcome, run status) computed from it in one place.
 """
 
 from __future__ import annotations

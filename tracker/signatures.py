@@ -1,5 +1,5 @@
 """Device-fatal error signatures: after one of these the process's device context is poisoned and
-every later test in it would fail for the same reason (DESIGN.md, runner realities).
+every later test in it would fail for the same reason (docs/design.md, "Runner realities").
 """
 
 from __future__ import annotations

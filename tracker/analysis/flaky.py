@@ -1,5 +1,5 @@
 """Per-test judgement over a window: pass rate with its interval, flip rate, and a verdict with
-its evidence (DESIGN.md "Evidence that a test is flaky").
+its evidence (docs/design.md, "Evidence that a test is flaky").
 
 - rerun: failed in suite order, passed on a rerun in the same run;
 - same input: a pass and a failure of the first attempt on the same commit, runner and

@@ -1,4 +1,4 @@
-"""The promotion verdict (DESIGN.md "Promotion criterion"): may the fork's CI move upstream?
+"""The promotion verdict (docs/design.md, "Promotion criterion"): may the fork's CI move upstream?
 
 Runs count as the upstream CI would have seen them: only `passed` is a success; `flaky`,
 `failed`, `timed_out` and `infra_error` count against; `interrupted` runs (the tracker itself

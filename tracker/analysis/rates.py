@@ -1,4 +1,4 @@
-"""The two rates, by their names (DESIGN.md "Rates, by their names"); never one for the other.
+"""The two rates, by their names (docs/design.md, "Rates, by their names"); never one for the other.
 
 - green runs: the share of runs that `passed`, which is what promotion counts (a `flaky` run is no
   green run: upstream CI has no reruns); interrupted runs are left out;
