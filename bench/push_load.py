@@ -3,11 +3,15 @@ every run must be stored exactly once, and no request may fail. Run side by side
 PostgreSQL in one call.
 
     python bench/push_load.py --pg-url postgresql+psycopg://postgres@/push?host=/tmp/pg \
-        [--runners 4] [--runs 25] [--tests 2600] [--readers 4] [--workers 4]
+        [--runners 4] [--runs 25] [--tests 2600] [--readers 4] [--workers 4] \
+        [--broken] [--seconds S] [--answer-within 10]
 
 Each runner is a process sending `--runs` whole runs (tracker-run/1, gzipped, `--tests` tests
-each, from its own store id), then sending its first three again (a lost answer, retried): those
-must come back as already stored. The PostgreSQL database must exist and be empty.
+each, from its own store id; with `--seconds`, as many as it can in that time), then sending its
+first three again (a lost answer, retried): those must come back as already stored. With
+`--broken` every test of every run fails with a ~990-character message of its own (the night
+that made pages stop). A page view not answered within `--answer-within` seconds counts as
+unanswered. The PostgreSQL database must exist and be empty.
 """
 
 from __future__ import annotations
@@ -41,12 +45,21 @@ TOKEN = "bench-token-0123456789abcdef"
 READ = ["/", "/suites/transformers", "/suites/transformers/promotion", "/api/v1/suites"]
 
 
-def template(tests: int, folder: Path) -> dict:
+def template(tests: int, folder: Path, broken: bool = False) -> dict:
     """One real run record, as `tracker show --json` prints it."""
     settings = Settings(database_url=f"sqlite:///{folder / 'runner.db'}")
     nodeids = [f"test/transformers/test_k{i % 40:02d}.py::test_case[{i}]" for i in range(tests)]
     attempts = [AttemptRecord(n, "passed", 0.2, process=i % 16, position=i // 16)
                 for i, n in enumerate(nodeids)]  # fmt: skip
+    if broken:
+        attempts = [
+            AttemptRecord(n, "failed", 30.0, process=i % 16, position=i // 16, message=(
+                f"AssertionError: Tensor-likes are not close! Mismatched elements: {i} / 4096 "
+                f"({i / 40.96:.1f}%) at index ({i % 7}, {i % 13}) (up to {i * 1e-3:.4f} allowed)"
+                + f" x={i * 0.37:.5f} y={i * 0.41:.5f}" * 14
+            )[:990])
+            for i, n in enumerate(nodeids)
+        ]  # fmt: skip
     attempts[7] = AttemptRecord(nodeids[7], "failed", 0.2, message="AssertionError: 0.03")
     attempts.append(AttemptRecord(nodeids[7], "passed", 0.2, isolated=True))
     started = datetime.now(UTC) - timedelta(days=60)
@@ -56,11 +69,18 @@ def template(tests: int, folder: Path) -> dict:
         return queries.run_detail(session, store.save_run(session, record).id)
 
 
-def pusher(base: str, runner: int, runs: int, doc: dict) -> tuple[list[float], list[str], int]:
-    """One runner's tracker: its runs, then three of them again. (latencies, errors, repeats)"""
+def pusher(
+    base: str, runner: int, runs: int, doc: dict, until: float
+) -> tuple[list[float], list[str], int, int]:
+    """One runner's tracker: its runs (until the clock says `until`), then three of them again.
+    (latencies, errors, repeats, runs sent)"""
     took, errors, repeats = [], [], 0
+    sent_runs = 0
     with httpx.Client(timeout=120) as client:
         for number in [*range(1, runs + 1), 1, 2, 3]:
+            if number > 3 and time.time() > until:
+                continue
+            sent_runs = max(sent_runs, number)
             sent = copy.deepcopy(doc)
             sent["run"]["origin"] = {"store": f"bench-store-{runner}", "run": number}
             sent["run"]["runner"] = f"a2-{runner}"
@@ -78,15 +98,21 @@ def pusher(base: str, runner: int, runs: int, doc: dict) -> tuple[list[float], l
             if answer.status_code not in (200, 201):
                 errors.append(f"{answer.status_code} {answer.text[:200]}")
             repeats += answer.status_code == 200
-    return took, errors, repeats
+    return took, errors, repeats, sent_runs
 
 
-def reader(base: str, stop: threading.Event, took: list[float], errors: list[str]) -> None:
-    with httpx.Client(timeout=120) as client:
+def reader(
+    base: str, stop: threading.Event, took: list[float], errors: list[str], within: float
+) -> None:
+    with httpx.Client(timeout=within) as client:
         while not stop.is_set():
             for path in READ:
                 t0 = time.perf_counter()
-                answer = client.get(base + path)
+                try:
+                    answer = client.get(base + path)
+                except httpx.TimeoutException:
+                    took.append(float("inf"))
+                    continue
                 took.append(time.perf_counter() - t0)
                 if answer.status_code != 200 and not (
                     answer.status_code == 404 and path != "/"  # before the first run arrives
@@ -117,23 +143,28 @@ def serve(url: str, workers: int, folder: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the central server did not start")
 
 
-def p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20)[-1] if len(values) > 1 else values[0]
+def quantile(values: list[float], q: int) -> float:
+    """The q-th percentile (inf where the answer never came)."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q / 100))]
 
 
 def load(url: str, args: argparse.Namespace, doc: dict, folder: Path) -> dict:
     get_engine(url)  # migrated before the workers start
     server, base = serve(url, args.workers, folder)
     stop, read_took, read_errors = threading.Event(), [], []
-    readers = [threading.Thread(target=reader, args=(base, stop, read_took, read_errors))
+    readers = [threading.Thread(target=reader, args=(base, stop, read_took, read_errors,
+                                                     args.answer_within))
                for _ in range(args.readers)]  # fmt: skip
     try:
         for t in readers:
             t.start()
         t0 = time.perf_counter()
+        until = time.time() + (args.seconds or 1e9)
         with ProcessPoolExecutor(args.runners) as pool:
             done = list(pool.map(pusher, [base] * args.runners, range(args.runners),
-                                 [args.runs] * args.runners, [doc] * args.runners))  # fmt: skip
+                                 [args.runs] * args.runners, [doc] * args.runners,
+                                 [until] * args.runners))  # fmt: skip
         wall = time.perf_counter() - t0
     finally:
         stop.set()
@@ -148,22 +179,24 @@ def load(url: str, args: argparse.Namespace, doc: dict, folder: Path) -> dict:
                 select(Run.origin, Run.origin_run).distinct().subquery()
             )
         ).scalar()
-    push_took = [t for took, _, _ in done for t in took]
+    push_took = [t for took, *_ in done for t in took]
     return {
         "pushes": len(push_took),
         "wall": wall,
         "push_p50": statistics.median(push_took),
-        "push_p95": p95(push_took),
-        "push_errors": sum(len(e) for _, e, _ in done),
-        "repeats_answered_stored": sum(r for _, _, r in done),
+        "push_p95": quantile(push_took, 95),
+        "push_errors": sum(len(e) for _, e, *_ in done),
+        "repeats_answered_stored": sum(r for *_, r, _ in done),
         "reads": len(read_took),
         "read_p50": statistics.median(read_took),
-        "read_p95": p95(read_took),
+        "read_p95": quantile(read_took, 95),
+        "read_p99": quantile(read_took, 99),
+        "unanswered": sum(t == float("inf") for t in read_took),
         "read_errors": len(read_errors),
         "runs_stored": stored,
         "distinct_origins": distinct,
-        "expected": args.runners * args.runs,
-        "errors": [e for _, es, _ in done for e in es][:3] + read_errors[:3],
+        "expected": sum(sent for *_, sent in done),
+        "errors": [e for _, es, *_ in done for e in es][:3] + read_errors[:3],
     }
 
 
@@ -175,10 +208,13 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=2600)
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--broken", action="store_true", help="every test fails, ~990 chars")
+    parser.add_argument("--seconds", type=float, help="push for this long (at most --runs)")
+    parser.add_argument("--answer-within", type=float, default=10.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        doc = template(args.tests, folder)
+        doc = template(args.tests, folder, args.broken)
         size = len(gzip.compress(json.dumps(doc).encode()))
         print(f"{args.runners} runners x {args.runs} runs of {args.tests} tests "
               f"({size / 1024:.0f} KB gzipped each), {args.readers} readers, "
@@ -196,7 +232,14 @@ def main() -> None:
         ("runs stored per second", lambda r: f"{r['pushes'] / r['wall']:.1f}"),
         ("push p50 / p95", lambda r: f"{r['push_p50'] * 1000:.0f} / {r['push_p95'] * 1000:.0f} ms"),
         ("page reads during the pushes", lambda r: str(r["reads"])),
-        ("read p50 / p95", lambda r: f"{r['read_p50'] * 1000:.0f} / {r['read_p95'] * 1000:.0f} ms"),
+        (f"of which unanswered within {args.answer_within:g} s", lambda r: str(r["unanswered"])),
+        (
+            "read p50 / p95 / p99",
+            lambda r: (
+                " / ".join(f"{r[k] * 1000:.0f}" for k in ("read_p50", "read_p95", "read_p99"))
+                + " ms"
+            ),
+        ),
     ]
     print("| | SQLite | PostgreSQL |")
     print("| --- | ---: | ---: |")
