@@ -184,9 +184,9 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         text=True,
     )
     deadline = time.monotonic() + 60
-    while _passed(tmp_path) < 3 and time.monotonic() < deadline:  # the ids pass...
+    while not (_passed(tmp_path) >= 3 and _started(tmp_path, "test_hang.py::test_hang")):
+        assert time.monotonic() < deadline, "the ids never passed, or test_hang never started"
         time.sleep(0.1)
-    time.sleep(1)  # ...then test_hang sleeps
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     shown = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)
@@ -199,6 +199,14 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         for p in Path("/proc").glob("[0-9]*/cmdline")
         if b"tracker_plugin" in _read(p) and str(tmp_path).encode() in _read(p)
     ]
+
+
+def _started(folder: Path, nodeid: str) -> bool:
+    """Whether our plugin has reported the test as started (it is running now, or was)."""
+    mark = f'"e": "start", "nodeid": "{nodeid}"'
+    return any(
+        mark in log.read_text() for log in folder.glob("tracker-data/runs/*/*/p*.events.jsonl")
+    )
 
 
 def _passed(folder: Path) -> int:

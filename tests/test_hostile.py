@@ -512,7 +512,6 @@ env = {{ FIXTURE_STATE = "{tmp_path}", ESCAPE_HANG = "1" }}
     escapee = int(pid_file.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)
     assert _alive(escapee)  # what a process group and a parent-death signal miss
     listed = tracker(tmp_path, "runs", "--json")  # recovers the run the kill left open
     assert json.loads(listed.stdout)["runs"][0]["status"] == "interrupted"

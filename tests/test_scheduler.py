@@ -87,28 +87,50 @@ def _second_soon(delay: int) -> str:
     return f"{(datetime.now(UTC) + timedelta(seconds=delay)).second} * * * * *"
 
 
+def _host_was_down(settings: Settings, seconds: int) -> datetime:
+    """Build the scheduler, stop it, and make its stored job due `seconds` ago: what a host that
+    was down when the cron fired finds on boot (no waiting for the wall clock to get there)."""
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+
+    from tracker.db import get_engine
+
+    scheduler.build(settings).shutdown(wait=False)
+    jobs = SQLAlchemyJobStore(engine=get_engine(settings.database_url))
+    job = jobs.lookup_job(scheduler.job_id("ids", "ci"))
+    due = datetime.now(UTC) - timedelta(seconds=seconds)
+    job.next_run_time = due
+    jobs.update_job(job)
+    return due
+
+
+def _next_run(settings: Settings) -> datetime | None:
+    from tracker.schedule import next_runs
+
+    return next_runs(settings)["ids"]
+
+
 def test_missed_run_fires_once_after_restart(db_url, tmp_path):
-    settings = make_settings(db_url, tmp_path, _second_soon(3), grace=60)
-    scheduler.build(settings).shutdown(wait=False)  # the host goes down before the run
-    time.sleep(5)  # ...and misses it
+    settings = make_settings(db_url, tmp_path, _second_soon(-2), grace=60)  # fired 2 s ago
+    _host_was_down(settings, 2)
     sched = scheduler.build(settings)  # boot: the stored job keeps its next run time
     sched.resume()
     try:
-        assert wait_until(lambda: any(r.status == "passed" for r in runs(settings)), 20)
-        time.sleep(2)
+        assert wait_until(lambda: any(r.status == "passed" for r in runs(settings)), 60)
     finally:
         sched.shutdown(wait=True)
     assert len(runs(settings)) == 1
+    assert _next_run(settings) > datetime.now(UTC)  # coalesced: the next is next minute's
 
 
 def test_missed_run_beyond_the_grace_is_skipped(db_url, tmp_path):
-    settings = make_settings(db_url, tmp_path, _second_soon(2), grace=1)
-    scheduler.build(settings).shutdown(wait=False)
-    time.sleep(5)
+    settings = make_settings(db_url, tmp_path, _second_soon(-30), grace=1)  # fired 30 s ago
+    due = _host_was_down(settings, 30)
     sched = scheduler.build(settings)
     sched.resume()
-    time.sleep(3)
-    sched.shutdown(wait=True)
+    try:  # the scheduler has looked at the job once its next run time has moved on
+        assert wait_until(lambda: _next_run(settings) > due, 60)
+    finally:
+        sched.shutdown(wait=True)
     assert runs(settings) == []
 
 
