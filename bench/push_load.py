@@ -89,11 +89,16 @@ def pusher(
             sent["run"]["finished_at"] = (start + timedelta(hours=1)).isoformat()
             body = gzip.compress(json.dumps(sent).encode())
             t0 = time.perf_counter()
-            answer = client.post(
-                f"{base}/api/v1/runs",
-                content=body,
-                headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip"},
-            )
+            try:
+                answer = client.post(
+                    f"{base}/api/v1/runs",
+                    content=body,
+                    headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip"},
+                )
+            except httpx.TimeoutException:
+                took.append(float("inf"))
+                errors.append("no answer within 120 s")
+                continue
             took.append(time.perf_counter() - t0)
             if answer.status_code not in (200, 201):
                 errors.append(f"{answer.status_code} {answer.text[:200]}")

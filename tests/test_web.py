@@ -449,7 +449,7 @@ def test_the_run_page_names_what_changed_in_the_environment(client):
 
 
 def test_environment_diff_names_each_changed_part():
-    from tracker.web.pages import environment_diff
+    from tracker.analysis.changes import environment_diff
 
     before = {"driver": "25.0.rc1", "cann": "8.2.rc1", "torch_npu": "2.8.0", "python": "3.11"}
     now = {"driver": "25.0.rc1", "cann": "9.1.0", "torch_npu": "2.9.0", "python": "3.11"}
@@ -486,9 +486,15 @@ def test_the_suite_page_compares_runners(tmp_path):
                     started = now - timedelta(days=4 - night)
                     run = load_run(path, suite="s", runner=runner, commit="c", started_at=started)
                     store.save_run(session, run)
-        return TestClient(create_app(settings)).get("/suites/s").text
+        return TestClient(create_app(settings))
 
-    page = suite_page("r.db", {"a2-8": "pppp", "a2-1": "pfpf", "new": "p"})
+    client = suite_page("r.db", {"a2-8": "pppp", "a2-1": "pfpf", "new": "p"})
+    page = client.get("/suites/s").text
+    (differing,) = client.get("/api/v1/suites/s/runners").json()["differing"]  # the same row
+    assert differing["nodeid"] == x
+    assert {r: (d["verdict"], d["enough"]) for r, d in differing["sides"].items()} == {
+        "a2-1": ("flaky", True), "a2-8": ("stable", True), "new": ("stable", False),
+    }  # fmt: skip
     assert "<h2>Runners compared" in page
     row = re.search(r"test_x</a></td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", page)
     assert row and row.groups() == (  # a2-1, a2-8, new: sorted by name, each with its counts
@@ -497,7 +503,7 @@ def test_the_suite_page_compares_runners(tmp_path):
         "<small>too few runs (0/1)</small>",  # one run says nothing: no conclusion drawn
     )
     assert "test_y</a>" not in page.split("Runners compared")[1].split("</table>")[0]
-    alone = suite_page("one.db", {"a2-1": "pfpf", "new": "p"})  # flaky beside one run only
+    alone = suite_page("one.db", {"a2-1": "pfpf", "new": "p"}).get("/suites/s").text
     assert "No test's verdict differs between runners with at least 3 runs" in alone
 
 
@@ -571,3 +577,27 @@ def test_many_failures_with_one_message_are_not_called_a_cascade(tmp_path):
         "most of a run&#39;s failures</span>" in page or "most of a run's failures</span>" in page
     )
     assert ">cascade</span>" not in page
+
+
+def test_the_run_page_and_the_api_say_the_same_changes(client):
+    for run_id in range(1, 7):
+        api = client.get(f"/api/v1/runs/{run_id}/changes").json()["changes"]
+        page = client.get(f"/runs/{run_id}").text
+        if api is None:
+            assert "<h2>Against" not in page
+            continue
+        assert f'<a href="/runs/{api["previous"]}">#{api["previous"]}</a>' in page
+        for label, key in (("New failures", "new_failures"), ("Fixed", "fixed"),
+                           ("Still failing", "still_failing")):  # fmt: skip
+            assert f"<li>{label}: {len(api[key])}" in page
+    assert client.get("/api/v1/runs/6/changes?against=999999").status_code == 404
+    against = client.get("/api/v1/runs/6/changes?against=1").json()["changes"]
+    assert against["previous"] == 1
+
+
+def test_the_suite_page_and_the_api_name_the_same_runner_differences(client):
+    api = client.get("/api/v1/suites/transformers/runners").json()
+    page = client.get("/suites/transformers").text
+    assert api["runners"] == ["a2-910b4", "gha-910b4"] and api["differing"] == []
+    assert "No test's verdict differs between runners" in page
+    assert client.get("/api/v1/suites/nope/runners").status_code == 404

@@ -22,7 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from tracker import queries, store
-from tracker.analysis import history
+from tracker.analysis import changes, history
 from tracker.analysis.report import Scope
 from tracker.config import ConfigError, Settings
 from tracker.db import session_scope
@@ -30,7 +30,7 @@ from tracker.ingest import IngestError, load_run
 from tracker.ingest.pushed import decode, read_pushed
 from tracker.records import RUN_FORMAT
 from tracker.schedule import next_runs
-from tracker.validate import InvalidRecord
+from tracker.validate import MAX_ID, InvalidRecord
 from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -163,6 +163,23 @@ def run_results(
     )[0]
 
 
+@router.get("/runs/{run_id}/changes", responses=NOT_FOUND)
+def run_changes(
+    run_id: RowId,
+    session: SessionDep,
+    against: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="default: the one before")
+    ] = None,
+) -> dict[str, Any]:
+    """What changed since the runner's run before (or `against`): tests newly failing, fixed,
+    still failing and newly flaky, and each part of the environment that differs; the run
+    page's "Since run #N". `changes` is null for a runner's first run."""
+    run = queries.run_info(session, run_id)
+    if against is not None:
+        queries.run_info(session, against)  # 404 for a run that does not exist
+    return {"run": run_id, "changes": changes.run_changes(session, run, against)}
+
+
 @router.get("/tests/{test_id}", responses=NOT_FOUND)
 def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     info = queries.case_info(session, test_id)
@@ -203,6 +220,15 @@ def kernels(scope: ScopeDep) -> dict[str, Any]:
 @router.get("/suites/{suite}/clusters", responses=NOT_FOUND)
 def clusters(scope: ScopeDep) -> dict[str, Any]:
     return scope.clusters_json()
+
+
+@router.get("/suites/{suite}/runners", responses=NOT_FOUND)
+def runner_differences(scope: ScopeDep, session: SessionDep, settings: SettingsDep) -> dict:
+    """Tests whose verdict differs between the suite's runners (stable on one device, flaky on
+    another), each side with its runs and failures; the suite page's "Runners disagree"."""
+    names = sorted(r for s, r in queries.suite_runner_pairs(session) if s == scope.suite)
+    rows = changes.compare_runners(session, settings, scope.suite, names, scope.days)
+    return {"suite": scope.suite, "runners": names, "days": scope.days, "differing": rows}
 
 
 @router.get("/suites/{suite}/promotion", responses=NOT_FOUND)

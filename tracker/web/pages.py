@@ -11,8 +11,9 @@ from fastapi.responses import HTMLResponse
 
 from tracker import push, quarantine, queries
 from tracker.analysis import history
+from tracker.analysis.changes import compare_runners, run_changes
 from tracker.analysis.clusters import signature
-from tracker.analysis.flaky import HISTORY_RUNS, NO_DATA
+from tracker.analysis.flaky import HISTORY_RUNS
 from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
 from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
@@ -20,7 +21,6 @@ from tracker.analysis.stats import wilson
 from tracker.records import (
     FAILING,
     FINAL_OUTCOMES,
-    FLAKY,
     RUN_INFRA,
     RUN_INTERRUPTED,
     RUN_RUNNING,
@@ -92,35 +92,6 @@ def overview(request: Request, session: SessionDep, settings: SettingsDep) -> HT
     return render(request, "overview.html", cards=cards, unsent=unsent, push_url=settings.push.url)
 
 
-def compare_runners(
-    session: Any, settings: Any, suite: str, runners: list[str], days: int | None
-) -> list[dict[str, Any]]:
-    """Tests whose verdict differs between runners (stable on a2-8, flaky on a2-1): the
-    device, not the test, may be the cause. A runner's verdict counts only from as many runs of
-    the test as history needs to call one flaky (HISTORY_RUNS): one run of a test says "stable"
-    of nearly anything. Each side shows its counts."""
-    if len(runners) < 2:
-        return []
-    sides: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
-    names: dict[int, str] = {}
-    for runner in runners:
-        for test_id, stats in Scope(session, settings, suite, runner, days).stats().items():
-            if stats.verdict != NO_DATA:
-                sides[test_id][runner] = {
-                    "verdict": stats.verdict,
-                    "runs": stats.runs,
-                    "failures": stats.failures,
-                    "enough": stats.runs >= HISTORY_RUNS,
-                }
-                names[test_id] = stats.nodeid
-    differing = []
-    for test_id, side in sides.items():
-        judged = {s["verdict"] for s in side.values() if s["enough"]}
-        if sum(s["enough"] for s in side.values()) > 1 and len(judged) > 1:
-            differing.append({"test_id": test_id, "nodeid": names[test_id], "sides": side})
-    return sorted(differing, key=lambda row: row["nodeid"])[:100]
-
-
 @router.get("/suites/{suite}", response_class=HTMLResponse)
 def suite_page(
     request: Request,
@@ -171,31 +142,6 @@ def suite_page(
     )
 
 
-# what a maintainer asks when failures begin: did the stack under the kernels change?
-ENVIRONMENT_KEYS = (
-    "device_model",
-    "device_count",
-    "driver",
-    "cann",
-    "torch",
-    "torch_npu",
-    "triton",
-    "python",
-    "suite_package",
-    "kernel_cache",  # a run's own, not a probed fact: a cold night is slower, and not a slowdown
-)
-
-
-def environment_diff(before: dict | None, now: dict | None) -> list[tuple[str, Any, Any]]:
-    """(key, before, now) for each part of the probed environment that differs."""
-    before, now = before or {}, now or {}
-    return [(k, before.get(k), now.get(k)) for k in ENVIRONMENT_KEYS if before.get(k) != now.get(k)]
-
-
-def _with_cache(run: dict[str, Any]) -> dict[str, Any]:
-    return {**(run["environment"] or {}), "kernel_cache": run["kernel_cache"]}
-
-
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
@@ -221,27 +167,7 @@ def run_page(
     for a in times:  # seconds from the run's start
         a["offset"] = max(0.0, (a["started_at"].replace(tzinfo=None) - base).total_seconds())
     longest = sorted(times, key=lambda a: -a["duration"])[:12]
-    previous = against or queries.previous_run_id(session, run_id)
-    changes = None
-    if previous is not None:
-        before, now = (
-            queries.final_outcomes(session, previous),
-            queries.final_outcomes(session, run_id),
-        )
-        bad = set(FAILING)
-        earlier = queries.run_info(session, previous)
-        unprobed = [f"run #{r['id']}" for r in (earlier, run) if not r["environment"]]
-        changes = {
-            "previous": previous,
-            "unknown": " and ".join(unprobed),
-            "environment": environment_diff(_with_cache(earlier), _with_cache(run)),
-            "new_failures": sorted(
-                n for n, o in now.items() if o in bad and before.get(n) not in bad
-            ),
-            "fixed": sorted(n for n, o in now.items() if o not in bad and before.get(n) in bad),
-            "still_failing": sorted(n for n, o in now.items() if o in bad and before.get(n) in bad),
-            "new_flaky": sorted(n for n, o in now.items() if o == FLAKY and before.get(n) != FLAKY),
-        }
+    changes = run_changes(session, run, against)
     results, total = queries.run_results(
         session,
         run_id,
