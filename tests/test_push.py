@@ -431,6 +431,14 @@ def test_the_push_schema_asks_for_what_the_server_reads(settings):
     spec = TestClient(create_app(settings)).get("/openapi.json").json()
     body = spec["paths"]["/api/v1/runs"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["required"] == ["format", "run", "results"]
+    upload = spec["components"]["schemas"]["Body_upload_api_v1_suites__suite__runs_post"]
+    assert upload["properties"]["file"]["minLength"] == 1  # an empty file is a 400: said so
+    client = TestClient(create_app(settings.model_copy(update={"token": TOKEN})))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    empty = client.post(
+        "/api/v1/suites/s/runs", files={"file": ("r.xml", b"")}, data={"runner": "r"}, headers=auth
+    )
+    assert empty.status_code == 400, empty.text
 
 
 def test_a_full_disk_is_a_503_that_stores_nothing_and_the_retry_arrives(tmp_path):

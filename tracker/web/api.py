@@ -278,7 +278,13 @@ WRITE = {
 def upload(
     suite: SuiteName,
     session: SessionDep,
-    file: Annotated[UploadFile, File(description="reportlog JSONL (.gz ok), JUnit XML or a zip")],
+    file: Annotated[
+        UploadFile,
+        File(
+            description="reportlog JSONL (.gz ok), JUnit XML or a zip; not empty",
+            json_schema_extra={"minLength": 1},  # an empty file is a 400, and the schema says so
+        ),
+    ],
     runner: Annotated[str, Form(min_length=1, max_length=100)],
     commit: Annotated[str | None, Form(max_length=100)] = None,
     started_at: Annotated[datetime | None, Form(description="ISO-8601 with offset")] = None,
