@@ -102,10 +102,13 @@ def _company(samples: list[Sample]) -> dict[int, float]:
     return {i: overlap[i] / max(end - start, 1e-9) for g in spans.values() for start, end, i in g}
 
 
-def _alone(samples: list[Sample]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """Each test's least company when it finished, its quiet time (the fastest it finished
-    with about that little company) and, for one never seen with less than half a test of
-    company, its time alone if it took turns: time / (1 + company)."""
+def _alone(
+    samples: list[Sample],
+) -> tuple[dict[int, float], dict[str, float], dict[str, float], dict[str, float]]:
+    """Each attempt's company (`_company`); each test's least company when it finished, its
+    quiet time (the fastest it finished with about that little company) and, for one never
+    seen with less than half a test of company, its time alone if it took turns: time / (1 +
+    company)."""
     company = _company(samples)
     finished = [(i, s) for i, s in enumerate(samples) if s.outcome not in CUT]
     least: dict[str, float] = {}
@@ -119,7 +122,7 @@ def _alone(samples: list[Sample]) -> tuple[dict[str, float], dict[str, float], d
         if least[s.nodeid] >= BUSY:
             share = s.duration / (1 + company.get(i, 0.0))
             guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
-    return least, quiet, guess
+    return company, least, quiet, guess
 
 
 def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
@@ -127,8 +130,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     Whether it fills is judged on warm runs where there are any; its time alone is read from
     runs as warm as tonight's (`warm`): cold, a fused_moe case took 40-48 s alone, warm 14 s."""
     judged = preferred(samples)
-    company = _company(judged)
-    least, quiet, guess = _alone(judged)
+    company, least, quiet, guess = _alone(judged)
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
     for i, s in enumerate(judged):
@@ -141,7 +143,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
         # cut with company and never finished with less: nothing says it did not take turns
         slowed[fn] += s.outcome in CUT if base is None else s.duration >= SLOWED * base
     guessed = {function_of(n) for n in guess}
-    _, quiet_tonight, guess_tonight = _alone(preferred(samples, warm))
+    *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm))
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in judged}:
         fn = function_of(nodeid)
