@@ -26,7 +26,7 @@ from tracker.runner import bisect, polluter
 from tracker.runner.artifacts import read_back
 from tracker.runner.execute import Reporter, execute, job_for, run_folder
 from tracker.runner.probe import probe
-from tracker.runner.process import kill_all, kill_leftovers
+from tracker.runner.process import end_run, kill_all, kill_leftovers
 
 log = logging.getLogger("tracker")
 HOST = socket.gethostname()
@@ -160,6 +160,7 @@ def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Pat
     try:
         yield workdir, found.env
     finally:
+        end_run(workdir)  # what its probes left behind, and their cgroup
         with session_scope(settings.database_url) as session:
             store.drop_run(session, lock)
 
