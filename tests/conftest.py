@@ -19,6 +19,7 @@ from tracker import queries, store
 from tracker.config import RunnerConfig, Settings, SuiteConfig
 from tracker.db import get_engine, session_scope
 from tracker.runner.execute import execute
+from tracker.service import history
 
 
 def _pg_bin(name: str) -> str | None:
@@ -115,7 +116,7 @@ def run_suite(settings: Settings, tmp_path: Path):
             env={"FIXTURE_STATE": str(state), **options.pop("env", {})},
             **{"test_timeout": 1, "run_timeout": 120, "reruns": 1, **options},
         )
-        record = execute(settings, config)
+        record = execute(settings, config, read_history=history(settings, config))
         with session_scope(settings.database_url) as session:
             saved = store.save_run(session, record)
             return queries.run_detail(session, saved.id)

@@ -102,6 +102,7 @@ def fill(settings, tmp_path: Path) -> None:
     from tracker.db import session_scope
     from tracker.ingest import load_run
     from tracker.runner.execute import execute
+    from tracker.service import history
 
     a = "test/transformers/test_rms_norm.py::test_rms[fp32]"
     b = "test/transformers/test_mlp.py::test_falcon[bf16]"
@@ -166,7 +167,7 @@ def fill(settings, tmp_path: Path) -> None:
             test_timeout=5,
             reruns=1,
         )
-        store.save_run(session, execute(settings, suite))
+        store.save_run(session, execute(settings, suite, read_history=history(settings, suite)))
 
 
 _pg_numbers = itertools.count()

@@ -30,6 +30,7 @@ from tracker.ingest import pushed
 from tracker.models import Outbox, Run
 from tracker.records import RUN_FORMAT, RUN_TIMED_OUT
 from tracker.runner.execute import execute
+from tracker.service import history
 from tracker.web.app import create_app
 
 TOKEN = "push-token-for-tests-0123456789"
@@ -64,7 +65,8 @@ def run_realities(settings: Settings, tmp_path: Path, *files: str, **options) ->
         **{"test_timeout": 1, "run_timeout": 120, "reruns": 1, **options},
     )
     with session_scope(settings.database_url) as session:
-        return store.save_run(session, execute(settings, suite)).id
+        record = execute(settings, suite, read_history=history(settings, suite))
+        return store.save_run(session, record).id
 
 
 def _comparable(detail: dict) -> dict:

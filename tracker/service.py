@@ -9,7 +9,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.models import Investigation, Run, Runner, RunRequest, Suite
-from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord
+from tracker.records import RUN_INTERRUPTED, RUN_RUNNING, RunRecord, Sample
 from tracker.runner import bisect, polluter
 from tracker.runner.artifacts import read_back
 from tracker.runner.execute import Reporter, execute, job_for, run_folder
@@ -52,6 +52,16 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "no results"
 
 
+def history(settings: Settings, suite: SuiteConfig) -> Callable[[], list[Sample]]:
+    """What the runner plans from: its recent attempts of the suite, read when it asks."""
+
+    def read() -> list[Sample]:
+        with session_scope(settings.database_url) as session:
+            return queries.recent_attempts(session, suite.name, settings.runner.name)
+
+    return read
+
+
 def run_and_store(
     settings: Settings, suite: SuiteConfig, reporter: Reporter | None = None, why: str = "cli"
 ) -> Run:
@@ -72,7 +82,7 @@ def run_and_store(
         log.info("run %s %s on %s: started (%s)", started["run"].id, suite.name, record.runner, why)
 
     try:
-        record = execute(settings, suite, reporter, on_start)
+        record = execute(settings, suite, reporter, on_start, history(settings, suite))
     except BaseException as exc:
         done.set()
         kill_all(final=not isinstance(exc, Exception))  # Ctrl-C or exit: the process ends

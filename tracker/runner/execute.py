@@ -16,9 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracker import queries
 from tracker.config import Settings, SuiteConfig
-from tracker.db import session_scope
 from tracker.ingest.confirm import contended, settle
 from tracker.records import (
     FAILING,
@@ -245,9 +243,13 @@ def execute(
     suite: SuiteConfig,
     reporter: Reporter | None = None,
     on_start: Callable[[RunRecord], None] = lambda r: None,
+    read_history: Callable[[], list[Sample]] = list,
 ) -> RunRecord:
     """Run the suite once. `on_start` sees the record first, before the checkout moves anything:
-    it stores the `running` row, and refuses (by raising) when the suite is running already."""
+    it stores the `running` row, and refuses (by raising) when the suite is running already.
+    `read_history` gives this runner's recent attempts of the suite, which the plan learns
+    from; it is called while the device is probed. (The runner opens no database: the caller
+    that stores the run knows where the history is.)"""
     reporter = reporter or Reporter()
     t0 = time.monotonic()
     started = datetime.now(UTC)
@@ -275,7 +277,7 @@ def execute(
     on_start(record)
     phases = Phases(workdir / "phases.json", t0)
     with ThreadPoolExecutor(1) as pool:  # the store's history is read while the probe runs
-        history = pool.submit(_history, settings, suite)
+        history = pool.submit(read_history)
         found = probe(suite, settings.runner)
         phases.mark("probe")
         samples = history.result()
@@ -330,11 +332,6 @@ def execute(
             f"run_timeout of {suite.run_timeout:g} s reached" + (f"; {notes}" if notes else ""),
         )
     return finish(None, notes)
-
-
-def _history(settings: Settings, suite: SuiteConfig) -> list[Sample]:
-    with session_scope(settings.database_url) as session:
-        return queries.recent_attempts(session, suite.name, settings.runner.name)
 
 
 def _rerun(
