@@ -601,3 +601,20 @@ def test_the_suite_page_and_the_api_name_the_same_runner_differences(client):
     assert api["runners"] == ["a2-910b4", "gha-910b4"] and api["differing"] == []
     assert "No test's verdict differs between runners" in page
     assert client.get("/api/v1/suites/nope/runners").status_code == 404
+
+
+def test_the_suite_trend_and_the_api_count_the_same_days(client):
+    api = client.get("/api/v1/suites/transformers/daily?days=7").json()
+    assert api["days"] == 7 and len(api["daily"]) == 7
+    counted = [d for d in api["daily"] if d["runs"]]
+    assert counted, "the fixture's runs fall in the last week"
+    for d in api["daily"]:
+        assert 0 <= d["green_runs"] <= d["runs"]
+        assert d["green_rate"] == (d["green_runs"] / d["runs"] if d["runs"] else None)
+    runs = client.get("/api/v1/suites/transformers/runs?limit=200").json()["runs"]
+    week = {d["day"] for d in api["daily"]}
+    listed = [r for r in runs if r["status"] != "interrupted" and r["started_at"][:10] in week]
+    assert sum(d["runs"] for d in api["daily"]) == len(listed)  # the fixture's zone is UTC
+    page = client.get("/suites/transformers?days=7").text
+    assert "<h2>Daily green runs (7 days)</h2>" in page
+    assert client.get("/api/v1/suites/nope/daily").status_code == 404

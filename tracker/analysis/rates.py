@@ -13,11 +13,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import date, timedelta, tzinfo
 
 from tracker.analysis.history import RunRow
 from tracker.records import FAILING, FLAKY, PASSED, RUN_INTERRUPTED, RUN_PASSED
 
 FAILED_FIRST = (*sorted(FAILING), FLAKY)
+
+
+@dataclass(frozen=True)
+class Day:
+    """One local day's runs: how many counted (interrupted ones do not) and how many passed."""
+
+    day: date
+    runs: int
+    green: int
+
+    @property
+    def green_rate(self) -> float | None:
+        return self.green / self.runs if self.runs else None
+
+    def as_dict(self) -> dict:
+        return {"day": self.day.isoformat(), "runs": self.runs, "green_runs": self.green,
+                "green_rate": self.green_rate}  # fmt: skip
+
+
+def daily(runs: Iterable[RunRow], first: date, days: int, tz: tzinfo) -> list[Day]:
+    """Green runs day by day, `days` local days from `first`; a day without runs says so (0
+    runs, no rate) instead of looking like a red one."""
+    counted: dict[date, list[str]] = {}
+    for r in runs:
+        if r.status != RUN_INTERRUPTED:
+            counted.setdefault(r.started_at.astimezone(tz).date(), []).append(r.status)
+    out = []
+    for i in range(days):
+        day = first + timedelta(days=i)
+        statuses = counted.get(day, [])
+        out.append(Day(day, len(statuses), statuses.count(RUN_PASSED)))
+    return out
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tracker.analysis.clusters import Cluster, clusters, signature
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, ranked_flaky
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
-from tracker.analysis.rates import Rates, rates
+from tracker.analysis.rates import Day, Rates, daily, rates
 from tracker.config import Settings
 from tracker.records import FAILING
 
@@ -196,6 +196,12 @@ class Scope:
         return rates(
             history.runs(self.session, self.suite_id, self.runner_id, since, self.now), days
         )
+
+    def daily(self, days: int) -> list[Day]:
+        """Green runs day by day over the last `days` local days (the suite page's trend)."""
+        since = window_start(local_day(self.now, self.tz), days, self.tz)
+        runs = history.runs(self.session, self.suite_id, self.runner_id, since, self.now)
+        return daily(runs, local_day(since, self.tz), days, self.tz)
 
     def runner_promotions(self) -> dict[str, Verdict]:
         """Each runner's own verdict, when the scope is every runner: the suite may be stable

@@ -231,6 +231,21 @@ def runner_differences(scope: ScopeDep, session: SessionDep, settings: SettingsD
     return {"suite": scope.suite, "runners": names, "days": scope.days, "differing": rows}
 
 
+@router.get("/suites/{suite}/daily", responses=NOT_FOUND)
+def daily_green(
+    suite: SuiteName,
+    session: SessionDep,
+    settings: SettingsDep,
+    runner: RunnerQ = None,
+    days: Annotated[int, Query(ge=1, le=365)] = 30,
+) -> dict[str, Any]:
+    """Green runs day by day over the last `days` local days (the configured time zone): the
+    suite page's trend. A day with no run has `runs` 0 and `green_rate` null."""
+    scope = Scope(session, settings, suite, runner, days)
+    return {"suite": suite, "runner": runner, "days": days,
+            "daily": [d.as_dict() for d in scope.daily(days)]}  # fmt: skip
+
+
 @router.get("/suites/{suite}/promotion", responses=NOT_FOUND)
 def promotion(scope: ScopeDep) -> dict[str, Any]:
     """The verdict for the suite (or `runner`); across runners, also each runner's own."""

@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from tracker import push, quarantine, queries
-from tracker.analysis import history
 from tracker.analysis.changes import compare_runners, run_changes
 from tracker.analysis.clusters import signature
 from tracker.analysis.flaky import HISTORY_RUNS
 from tracker.analysis.kernels import ICONS, KERNEL_FAILING, markdown
-from tracker.analysis.promotion import local_day, window_start
 from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
 from tracker.records import (
     FAILING,
     FINAL_OUTCOMES,
     RUN_INFRA,
-    RUN_INTERRUPTED,
     RUN_RUNNING,
     status_text,
 )
@@ -102,19 +99,10 @@ def suite_page(
 ) -> HTMLResponse:
     scope = Scope(session, settings, suite, days=window)
     days = window or 30  # the trend: the chosen window, else a month
-    since = window_start(local_day(scope.now, scope.tz), days, scope.tz)
-    runs = history.runs(session, scope.suite_id, None, since, scope.now)
-    per_day: dict[Any, list[str]] = defaultdict(list)
-    for r in runs:
-        if r.status != RUN_INTERRUPTED:
-            per_day[local_day(r.started_at, scope.tz)].append(r.status)
-    first_day = local_day(since, scope.tz)
-    trend = []
-    for i in range(days):
-        day = first_day + timedelta(days=i)
-        statuses = per_day.get(day)
-        rate = 100 * statuses.count("passed") / len(statuses) if statuses else None
-        trend.append((day.strftime("%m-%d"), rate))
+    trend = [
+        (d.day.strftime("%m-%d"), None if d.green_rate is None else 100 * d.green_rate)
+        for d in scope.daily(days)
+    ]
     recent = queries.list_runs(session, suite, None, 50)
     durations = [
         (r["started_at"][5:16].replace("T", " "), r["duration"]) for r in reversed(recent[:30])
