@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SUITES, make_pg_database
+from helpers import SUITES, make_pg_database, settings_for
 
 from tracker import queries, store
-from tracker.config import RunnerConfig, Settings, SuiteConfig
+from tracker.config import Settings, SuiteConfig
 from tracker.db import get_engine, session_scope
 from tracker.runner.execute import execute
 from tracker.service import history
@@ -94,11 +94,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-    )
+    return settings_for(tmp_path, db_url)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 SUITES = Path(__file__).parent / "suites"
 DATA = Path(__file__).parent / "data"
@@ -58,6 +59,19 @@ def junit(cases: dict[str, tuple[str, str | None]]) -> str:
             "</testcase>"
         )
     return f'<testsuite name="pytest">{"".join(rows)}</testsuite>'
+
+
+def settings_for(folder: Path, url: str | None = None, **fields: Any):
+    """The tests' one way to build settings: the database at `url` (else a SQLite file in
+    `folder`), the data folder in `folder`, a CPU runner named "ci", and what a test adds."""
+    from tracker.config import RunnerConfig, Settings
+
+    defaults = {
+        "database_url": url or f"sqlite:///{folder / 'tracker.db'}",
+        "data_dir": folder / "data",
+        "runner": RunnerConfig(name="ci", device="cpu"),
+    }
+    return Settings(**{**defaults, **fields})
 
 
 @contextmanager

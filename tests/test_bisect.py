@@ -9,9 +9,8 @@ import sys
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import tracker
+from helpers import settings_for, tracker
 
-from tracker.config import Settings
 from tracker.runner import bisect
 from tracker.runner.bisect import Step
 from tracker.web.app import create_app
@@ -96,7 +95,7 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
         ["git", "-C", str(tmp_path / "repo"), "worktree", "list"], capture_output=True, text=True
     )
     assert len(listed.stdout.strip().splitlines()) == 1  # the scratch worktree is gone
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'cli.db'}"))
+    app = create_app(settings_for(tmp_path, f"sqlite:///{tmp_path / 'cli.db'}"))
     test_id = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)["results"][0]
     api = TestClient(app).get(f"/api/v1/tests/{test_id['test_id']}").json()
     assert api["bisect"]["first_bad"] == shas[13]

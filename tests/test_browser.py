@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from helpers import fill, live_server
+from helpers import fill, live_server, settings_for
 
 from tracker import store
-from tracker.config import RunnerConfig, Settings
 from tracker.db import session_scope
 from tracker.records import AttemptRecord, RunRecord
 from tracker.web.app import create_app
@@ -26,11 +25,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
-    settings = Settings(
-        database_url=f"sqlite:///{tmp / 'b.db'}",
-        data_dir=tmp / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-    )
+    settings = settings_for(tmp)
     fill(settings, tmp)
     # a second runner with a month of nights: per-runner verdicts, a whole strip of runs
     now = datetime.now(UTC)

@@ -12,9 +12,9 @@ from pathlib import Path
 import compose_spec
 import pytest
 import yaml
-from helpers import live_server
+from helpers import live_server, settings_for
 
-from tracker.config import Settings, load_settings
+from tracker.config import load_settings
 from tracker.web.app import create_app
 
 ROOT = Path(__file__).parent.parent
@@ -96,7 +96,7 @@ def test_deploy_config_is_valid():
 
 
 def test_healthcheck_command_passes_against_a_real_server(compose, tmp_path):
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'h.db'}"))
+    app = create_app(settings_for(tmp_path))
     with live_server(app) as url:
         port = url.rsplit(":", 1)[1]
         cmd = compose["services"]["tracker"]["healthcheck"]["test"][1:]  # drop "CMD"

@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers import fill, make_pg_database
+from helpers import fill, make_pg_database, settings_for
 from hypothesis import HealthCheck, given, seed, settings
 
-from tracker.config import RunnerConfig, Settings
 from tracker.web.app import create_app
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -23,16 +22,10 @@ EXAMPLES = int(os.environ.get("TRACKER_FUZZ_EXAMPLES", "25"))
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def app(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
+    url = None  # SQLite
     if request.param == "postgresql":  # 32-bit columns, NUL in text: what SQLite lets pass
         url = make_pg_database(request.getfixturevalue("pg_server"))
-    else:
-        url = f"sqlite:///{tmp / 'f.db'}"
-    config = Settings(
-        database_url=url,
-        data_dir=tmp / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-        token=TOKEN,
-    )
+    config = settings_for(tmp, url, token=TOKEN)
     fill(config, tmp)
     return create_app(config)
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SUITES, TRACKER, junit, live_server, tracker
+from helpers import SUITES, TRACKER, junit, live_server, settings_for, tracker
 from sqlalchemy import func, select, update
 
 from tracker import quarantine, store
-from tracker.config import RunnerConfig, Settings
+from tracker.config import Settings
 from tracker.db import session_scope
 from tracker.ingest import IngestError, read_results
 from tracker.models import Case, Run, Suite
@@ -41,13 +41,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-        token=TOKEN,
-        upload_max_mb=1,
-    )
+    return settings_for(tmp_path, db_url, token=TOKEN, upload_max_mb=1)
 
 
 @pytest.fixture

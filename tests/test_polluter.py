@@ -11,10 +11,9 @@ import sys
 from datetime import UTC, datetime
 
 from fastapi.testclient import TestClient
-from helpers import SUITES, tracker
+from helpers import SUITES, settings_for, tracker
 
 from tracker import store
-from tracker.config import Settings
 from tracker.db import session_scope
 from tracker.records import RunRecord
 from tracker.runner import polluter
@@ -109,7 +108,7 @@ def test_the_polluter_is_found_in_real_processes_and_shown(tmp_path):
     assert victim["polluter"]["culprits"] == ["test_sixty.py::test_step[29]"]
     table = tracker(tmp_path, "flaky").stdout
     assert "polluter search: polluter, after test_sixty.py::test_step[29]" in table
-    app = create_app(Settings(database_url=url))
+    app = create_app(settings_for(tmp_path, url))
     api = TestClient(app).get(f"/api/v1/tests/{victim['test_id']}").json()
     assert api["polluter"]["verdict"] == "polluter"
     page = TestClient(app).get(f"/tests/{victim['test_id']}").text

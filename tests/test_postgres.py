@@ -8,21 +8,16 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import fill, make_pg_database
+from helpers import fill, make_pg_database, settings_for
 
-from tracker.config import RunnerConfig, Settings
+from tracker.config import Settings
 from tracker.web.app import create_app
 
 pytest.importorskip("psycopg")
 
 
 def _settings(url: str, tmp: Path) -> Settings:
-    return Settings(
-        database_url=url,
-        data_dir=tmp / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-        token="s3cret-token-for-tests-0123456789",
-    )
+    return settings_for(tmp, url, token="s3cret-token-for-tests-0123456789")
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SUITES, TRACKER, live_server
+from helpers import SUITES, TRACKER, live_server, settings_for
 from sqlalchemy import func, select, update
 
 from tracker import push, queries, scheduler, store
@@ -38,15 +38,15 @@ TOKEN = "push-token-for-tests-0123456789"
 
 @pytest.fixture
 def central(db_url: str, tmp_path: Path) -> Iterator[tuple[Settings, str]]:
-    settings = Settings(database_url=db_url, data_dir=tmp_path / "central", token=TOKEN)
+    settings = settings_for(tmp_path / "central", db_url, token=TOKEN)
     with live_server(create_app(settings)) as url:
         yield settings, url
 
 
 def runner_settings(tmp_path: Path, name: str, url: str) -> Settings:
-    return Settings(
-        database_url=f"sqlite:///{tmp_path / name}.db",
-        data_dir=tmp_path / name,
+    return settings_for(
+        tmp_path / name,
+        f"sqlite:///{tmp_path / name}.db",
         runner=RunnerConfig(name=name, device="cpu"),
         push=PushConfig(url=url),
         push_token=TOKEN,
@@ -225,7 +225,7 @@ def test_bad_pushes_are_refused_whole(central, tmp_path, monkeypatch):
 
 
 def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
-    central_settings = Settings(database_url=db_url, data_dir=tmp_path / "c", token=TOKEN)
+    central_settings = settings_for(tmp_path / "c", db_url, token=TOKEN)
     with live_server(create_app(central_settings)) as url:
         pass  # a port that answered once and is closed now: the central server is down
     local = runner_settings(tmp_path, "a2-1", url)
@@ -448,7 +448,7 @@ def test_a_full_disk_is_a_503_that_stores_nothing_and_the_retry_arrives(tmp_path
 
     from tracker.db import get_engine
 
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", token=TOKEN)
+    settings = settings_for(tmp_path, token=TOKEN)
     client = TestClient(create_app(settings))
     engine = get_engine(settings.database_url)
     headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -476,7 +476,7 @@ def test_a_full_disk_is_a_503_that_stores_nothing_and_the_retry_arrives(tmp_path
 
 
 def test_options_and_405_name_every_method_of_a_path(tmp_path):
-    client = TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}")))
+    client = TestClient(create_app(settings_for(tmp_path)))
     answer = client.options("/api/v1/suites/s/runs")
     assert answer.status_code == 204
     assert answer.headers["Allow"] == "GET, HEAD, OPTIONS, POST"

@@ -16,11 +16,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import DATA, SUITES
+from helpers import DATA, SUITES, settings_for
 from sqlalchemy import select, update
 
 from tracker import push, scheduler
-from tracker.config import RunnerConfig, SchedulerConfig, Settings, SuiteConfig
+from tracker.config import SchedulerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
 from tracker.service import HOST, recover
@@ -40,10 +40,9 @@ def make_settings(db_url, tmp_path, schedule: str | None, grace: int = 60) -> Se
         reruns=0,
         env={"FIXTURE_STATE": str(tmp_path)},
     )
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
+    return settings_for(
+        tmp_path,
+        db_url,
         suites=[suite],
         token=TOKEN,
         scheduler=SchedulerConfig(misfire_grace_seconds=grace, poll_seconds=0.5),
@@ -343,7 +342,7 @@ def test_backup_while_the_database_is_in_use(db_url, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     shutil.copy(copy, tmp_path / "check.db")
-    check = Settings(database_url=f"sqlite:///{tmp_path / 'check.db'}")
+    check = settings_for(tmp_path, f"sqlite:///{tmp_path / 'check.db'}")
     assert len(runs(check)) == 1
     again = subprocess.run(
         [sys.executable, "-m", "tracker.cli", "db", "backup", str(copy)],

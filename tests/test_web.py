@@ -8,9 +8,8 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import DATA, HOSTILE, fill, make_pg_database
+from helpers import DATA, HOSTILE, fill, make_pg_database, settings_for
 
-from tracker.config import RunnerConfig, Settings
 from tracker.db import get_engine
 from tracker.web.app import create_app
 
@@ -27,12 +26,7 @@ def filled(request, tmp_path_factory):
         url = f"sqlite:///{tmp / 'web.db'}"
     else:
         url = make_pg_database(request.getfixturevalue("pg_server"))
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp / "data",
-        runner=RunnerConfig(name="ci", device="cpu"),
-        token=TOKEN,
-    )
+    settings = settings_for(tmp, url, token=TOKEN)
     fill(settings, tmp)
     yield settings
     get_engine(url).dispose()
@@ -227,7 +221,7 @@ def test_upload_needs_the_token(client, token, status):
 
 
 def test_upload_refused_without_a_server_token(tmp_path):
-    client = TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'x.db'}")))
+    client = TestClient(create_app(settings_for(tmp_path)))
     r = upload(client, (DATA / "junit_pytest.xml").read_bytes())
     assert r.status_code == 403 and "TRACKER_TOKEN" in r.json()["detail"]
 
@@ -476,7 +470,7 @@ def test_the_suite_page_compares_runners(tmp_path):
     now = datetime.now(UTC)
 
     def suite_page(name: str, nights: dict[str, str]) -> str:
-        settings = Settings(database_url=f"sqlite:///{tmp_path / name}", data_dir=tmp_path)
+        settings = settings_for(tmp_path, f"sqlite:///{tmp_path / name}")
         with session_scope(settings.database_url) as session:
             for runner, outcomes in nights.items():
                 for night, o in enumerate(outcomes):
@@ -565,7 +559,7 @@ def test_many_failures_with_one_message_are_not_called_a_cascade(tmp_path):
     from tracker.db import session_scope
     from tracker.ingest import load_run
 
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}", data_dir=tmp_path)
+    settings = settings_for(tmp_path)
     cases = {
         f"t/test_mlp.py::test_{i}": ("failed", "OutOfResources: shared memory") for i in range(6)
     }
