@@ -185,19 +185,25 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     web = [sys.executable, "-m", "tracker.cli", "serve", "--no-scheduler", "--workers", "4"]
+    logs = [(tmp_path / f"p{i}.log").open("wb") for i in range(3)]
     procs = [
-        subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
-        )
-        for command in (
-            [sys.executable, "-m", "tracker.cli", "scheduler"],
-            [sys.executable, "-m", "tracker.cli", "scheduler"],
-            [*web, "--port", str(port)],
+        subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=tmp_path)
+        for log, command in zip(
+            logs,
+            (
+                [sys.executable, "-m", "tracker.cli", "scheduler"],
+                [sys.executable, "-m", "tracker.cli", "scheduler"],
+                [*web, "--port", str(port)],
+            ),
+            strict=True,
         )
     ]
     base = f"http://127.0.0.1:{port}/api/v1/suites/ids/trigger"
     try:
-        assert wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 30)
+        # four web workers starting beside two schedulers and a loaded machine: waited for,
+        # however long it takes up to 2 minutes (it answered in 30 s but under -n 6 on 2 cores)
+        up = wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 120)
+        assert up, (tmp_path / "p2.log").read_text()[-2000:]
         # `run now` from 8 people at once, through 4 web workers: queued once or refused
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: httpx.post(base, headers=AUTH), range(8)))
@@ -208,13 +214,15 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
                 len([r for r in runs(settings) if r.status != "running"]) >= 3
                 and _requests_done(settings)
             ),
-            60,
+            120,
         )
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+        for log in logs:
+            log.close()
     with session_scope(settings.database_url) as session:
         slots = session.execute(select(RunSlot)).scalars().all()
         requested = session.execute(select(RunRequest.run_id)).scalars().all()
