@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -32,6 +33,17 @@ from tracker.web.head import HeadAsGet
 
 STATIC = Path(__file__).parent / "static"
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
+STORAGE_FAULTS = (
+    "database or disk is full",
+    "No space left on device",
+    "disk I/O error",
+    "readonly database",
+    "Read-only file system",
+    "database is locked",
+    "Permission denied",
+    "Disk quota exceeded",
+)
+log = logging.getLogger("tracker")
 
 
 def allowed(routes: list[BaseRoute], path: str) -> set[str]:
@@ -120,8 +132,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         never a bare 500."""
         if isinstance(exc, OSError) and exc.errno not in STORAGE_ERRNOS:
             raise exc
-        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
-        message = f"storage is not available: {reason}; nothing was stored, try again later"
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0][:500]
+        log.warning(
+            "%s %s: 503, storage not available: %s", request.method, request.url.path, reason
+        )
+        # named by its kind only: a database server's own message can name its host and user
+        known = next(
+            (k for k in STORAGE_FAULTS if k.lower() in reason.lower()), "see the server log"
+        )
+        message = f"storage is not available ({known}); nothing was stored, try again later"
         if request.url.path.startswith(("/api/", "/badge/")):
             return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "60"})
         return error_page(request, 503, message)
