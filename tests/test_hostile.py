@@ -403,6 +403,15 @@ def _workers_of(folder: Path) -> list[int]:
     return found
 
 
+def _tracker_run_in_background(folder: Path, config: str, suite: str) -> subprocess.Popen:
+    """`tracker run SUITE` as its own process, with `config` as its tracker.toml: to be killed."""
+    (folder / "tracker.toml").write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_DATABASE_URL"] = f"sqlite:///{folder / 'cli.db'}"
+    return subprocess.Popen([*TRACKER, "run", suite], cwd=folder, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux")
 def test_kill_9_of_tracker_run_leaves_no_pytest_and_keeps_results(tmp_path):
     config = f"""
@@ -419,16 +428,7 @@ test_timeout = 120
 reruns = 0
 env = {{ FIXTURE_STATE = "{tmp_path}" }}
 """
-    (tmp_path / "tracker.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
-    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
-    proc = subprocess.Popen(
-        [*TRACKER, "run", "realities"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _tracker_run_in_background(tmp_path, config, "realities")
     deadline = time.monotonic() + 120
     events: list[Path] = []
     while time.monotonic() < deadline:
@@ -490,11 +490,7 @@ python = "{sys.executable}"
 test_timeout = 120
 env = {{ FIXTURE_STATE = "{tmp_path}", ESCAPE_HANG = "1" }}
 """
-    (tmp_path / "tracker.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
-    env["TRACKER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
-    proc = subprocess.Popen([*TRACKER, "run", "escape"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = _tracker_run_in_background(tmp_path, config, "escape")
     pid_file = tmp_path / "escapee.pid"
     for _ in range(600):
         if pid_file.exists() and pid_file.read_text():

@@ -116,13 +116,19 @@ def _start_run(session: Session, record: RunRecord, host: str | None, pid: int |
         artifacts=record.artifacts,
         kernel_cache=record.kernel_cache,
     )
-    session.add(run)
+    _add_or_busy(session, run, f"{record.suite} is already running on {record.runner}")
+    return run
+
+
+def _add_or_busy(session: Session, row: Any, why: str) -> None:
+    """Insert a row that a unique index allows once (a running run, an open request): Busy when
+    another writer got there first."""
+    session.add(row)
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
-        raise Busy(f"{record.suite} is already running on {record.runner}") from None
-    return run
+        raise Busy(why) from None
 
 
 def drop_run(session: Session, run_id: int) -> None:
@@ -375,12 +381,7 @@ def queue_request(session: Session, suite: str, runner: str) -> RunRequest:
     holds this against another web worker queueing one at the same moment)."""
     request = RunRequest(suite=suite, runner=runner, state="queued", requested_at=datetime.now(UTC))
     with _WRITE_LOCK:
-        session.add(request)
-        try:
-            session.commit()
-        except IntegrityError:
-            session.rollback()
-            raise Busy(f"{suite} is already running or queued on {runner}") from None
+        _add_or_busy(session, request, f"{suite} is already running or queued on {runner}")
     return request
 
 
