@@ -330,6 +330,13 @@ def plan_command(
             help="Default: the configured devices, else those the last run found, else 1.",
         ),
     ] = None,
+    cold: Annotated[
+        bool | None,
+        typer.Option(
+            "--cold/--warm",
+            help="Plan for a cold or a warm compiled-kernel cache. Default: the cache as it is.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The next run's plan: device sharing, order, predicted end.
@@ -353,13 +360,13 @@ def plan_command(
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
         found = (queries.run_info(session, last[0]["id"])["environment"] or {}).get("device_count")
-    warm = cache_state(kernel_cache(settings, config)) == "warm"
+    warm = cache_state(kernel_cache(settings, config)) == "warm" if cold is None else not cold
     sharing = share.learn(samples, warm)
     expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
     configured = len(settings.runner.devices) if settings.runner.devices else None
     count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
-    predicted = plan.simulate(nodeids, expected, slots, config.group)
+    predicted = plan.simulate(nodeids, expected, slots, config.group, cold=not warm)
     by_minute = {
         m: bisect.bisect_right(predicted.ends, 60 * m)
         for m in range(1, int(predicted.end // 60) + 2)

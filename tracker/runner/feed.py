@@ -33,10 +33,18 @@ class Feed:
     short tests are left. Then a chain of presumed ones too long for the run gets more lanes
     (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
     whose chain is done takes the longest test left in another device's chain.
+
+    With a cold compiled-kernel cache (`cold`) the chain runs longest first, and a slot with
+    nothing else to do takes any filling group, longest first. Cold, these kernels spend their
+    time compiling on the CPU, not taking turns on the device: on one GPU, 8 fused_moe and
+    mixtralexperts cases at once finished one every ~14 s, where one alone took 40-48 s; run
+    shortest first, they came last and ended the night 60 s after plain xdist's (bench/README.md,
+    call H). Longest first is then the classic order for the earliest end.
     """
 
-    def __init__(self, devices: dict[str, str] | None = None) -> None:
+    def __init__(self, devices: dict[str, str] | None = None, cold: bool = False) -> None:
         self.device = devices or {}  # each taker's device ("" for all when not given)
+        self.cold = cold
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
         self.long = dict.fromkeys(self.running, 0)  # long groups running per device
@@ -104,7 +112,8 @@ class Feed:
                 guessing.add(device)
         slots = Counter(self.device.values())
         for device, chain in self.chains.items():
-            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
+            # popped from the end: shortest first, longest first when cold
+            chain.sort(key=lambda x: x[0], reverse=not self.cold)
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
@@ -118,7 +127,8 @@ class Feed:
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
+        chain = max(donors, key=lambda c: sum(w for w, *_ in c))
+        return chain.pop(max(range(len(chain)), key=lambda k: chain[k][0]))
 
     def _lane_free(self, device: str) -> bool:
         """One lane while short tests are left (they are most of the tests, done first), then
@@ -126,15 +136,18 @@ class Feed:
         lanes = 1 if self.short_free else self.lanes.get(device, 1)
         return list(self.filling.values()).count(device) < lanes
 
-    def _presumed(self) -> tuple[float, list[str], bool] | None:
+    def _spare(self) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: the shortest group only presumed to fill, from
-        any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
-        is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README)."""
-        for chain in self.chains.values():
-            for k in range(len(chain) - 1, -1, -1):
-                if chain[k][2]:
-                    return chain.pop(k)
-        return None
+        any chain (nothing says it takes turns, and a slot left idle while it waits for a lane
+        is sure to lose time: 140 tests waited so at a night's limit on one GPU, bench/README);
+        when cold, the longest filling group."""
+        chains = self.chains.values()
+        spare = [(c, k) for c in chains for k in range(len(c)) if self.cold or c[k][2]]
+        if not spare:
+            return None
+        pick = max if self.cold else min
+        chain, k = pick(spare, key=lambda ck: ck[0][ck[1]][0])
+        return chain.pop(k)
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -165,7 +178,7 @@ class Feed:
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
-            if (spare := self._presumed()) is None:
+            if (spare := self._spare()) is None:
                 return None
             self.filling[taker] = device
             self.handed += spare[0]
@@ -224,7 +237,7 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
-            spare = any(presumed for c in self.chains.values() for *_, presumed in c)
+            spare = any(self.cold or presumed for c in self.chains.values() for *_, presumed in c)
             return bool(
                 self.returned
                 or self.current.get(taker)
