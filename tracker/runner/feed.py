@@ -34,12 +34,11 @@ class Feed:
     (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
     whose chain is done takes the longest test left in another device's chain.
 
-    With a cold compiled-kernel cache (`cold`) the chain runs longest first, and a slot with
-    nothing else to do takes any filling group, longest first. Cold, these kernels spend their
-    time compiling on the CPU, not taking turns on the device: on one GPU, 8 fused_moe and
-    mixtralexperts cases at once finished one every ~14 s, where one alone took 40-48 s; run
-    shortest first, they came last and ended the night 60 s after plain xdist's (bench/README.md,
-    call H). Longest first is then the classic order for the earliest end.
+    With a cold compiled-kernel cache (`cold`) the chain runs longest first, so that the heaviest
+    kernels run on the device while the short tests compile on the CPU: run shortest first,
+    the fused_moe and mixtralexperts cases came last and ran 8 at once at the end of a cold
+    night on one GPU, 95-290 s each, and the night ended after plain xdist's (bench/README.md,
+    calls H and I). A slot with nothing else to do still takes the shortest presumed group.
     """
 
     def __init__(self, devices: dict[str, str] | None = None, cold: bool = False) -> None:
@@ -138,15 +137,12 @@ class Feed:
 
     def _spare(self) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: the shortest group only presumed to fill, from
-        any chain (nothing says it takes turns, and a slot left idle while it waits for a lane
-        is sure to lose time: 140 tests waited so at a night's limit on one GPU, bench/README);
-        when cold, the longest filling group."""
-        chains = self.chains.values()
-        spare = [(c, k) for c in chains for k in range(len(c)) if self.cold or c[k][2]]
+        any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
+        is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README)."""
+        spare = [(c, k) for c in self.chains.values() for k in range(len(c)) if c[k][2]]
         if not spare:
             return None
-        pick = max if self.cold else min
-        chain, k = pick(spare, key=lambda ck: ck[0][ck[1]][0])
+        chain, k = min(spare, key=lambda ck: ck[0][ck[1]][0])
         return chain.pop(k)
 
     def take(self, taker: str) -> str | None:
@@ -237,7 +233,7 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
-            spare = any(self.cold or presumed for c in self.chains.values() for *_, presumed in c)
+            spare = any(presumed for c in self.chains.values() for *_, presumed in c)
             return bool(
                 self.returned
                 or self.current.get(taker)
