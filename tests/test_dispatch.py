@@ -181,3 +181,6 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     # cut first, then longest: cut 12 and slow 30 start; mid 20 follows cut (32), fast 5 slow (35)
     assert planned["predicted_end"] == 35.0
     assert planned["done_by_minute"] == {"1": 4}
+    for state in ("cold", "warm"):  # what tonight's cache will be, when the user knows better
+        asked = json.loads(tracker(tmp_path, "plan", "s", "--json", f"--{state}").stdout)
+        assert asked["kernel_cache"] == state and asked["predicted_end"] == 35.0

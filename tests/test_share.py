@@ -82,20 +82,6 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     assert feed.take("d0w0") is None
 
 
-def test_a_cold_night_runs_the_chain_longest_first():
-    feed = Feed({"d0w0": "0", "d0w1": "0", "d0w2": "0"}, cold=True)
-    heavy = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]
-    weights = [30, 10, 20, 5, 1]
-    feed.fill([*heavy, ["l.py::t0"]], 4, weights, [True] * 4, presumed=[False, True, False, True])
-    # compiling: the heaviest on the device while the light work compiles beside it
-    assert [feed.take(w) for w in ("d0w0", "d0w1")] == ["h.py::a", "l.py::t0"]
-    assert feed.take("d0w1") == "h.py::d"  # no lane free: the shortest presumed one
-    assert feed.take("d0w2") == "h.py::b"  # the last presumed one
-    assert feed.take("d0w2") is None  # c is shown to fill: it waits for the lane
-    assert feed.take("d0w0") is None  # which d still holds
-    assert feed.take("d0w1") == "h.py::c"
-
-
 def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     feed = Feed({"d0w0": "0", "d1w0": "1"})
     groups = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]

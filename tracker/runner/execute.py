@@ -295,7 +295,7 @@ def execute(
     execution = _Execution(job, reporter)
     warm = record.kernel_cache != "cold"
     history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
-    feed = Feed({slot.name: slot.device for slot in slots}, cold=not warm)
+    feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
 
     def plan_run(collected: list[str]) -> None:

@@ -33,17 +33,10 @@ class Feed:
     short tests are left. Then a chain of presumed ones too long for the run gets more lanes
     (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
     whose chain is done takes the longest test left in another device's chain.
-
-    With a cold compiled-kernel cache (`cold`) the chain runs longest first, so that the heaviest
-    kernels run on the device while the short tests compile on the CPU: run shortest first,
-    the fused_moe and mixtralexperts cases came last and ran 8 at once at the end of a cold
-    night on one GPU, 95-290 s each, and the night ended after plain xdist's (bench/README.md,
-    calls H and I). A slot with nothing else to do still takes the shortest presumed group.
     """
 
-    def __init__(self, devices: dict[str, str] | None = None, cold: bool = False) -> None:
+    def __init__(self, devices: dict[str, str] | None = None) -> None:
         self.device = devices or {}  # each taker's device ("" for all when not given)
-        self.cold = cold
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
         self.long = dict.fromkeys(self.running, 0)  # long groups running per device
@@ -111,8 +104,7 @@ class Feed:
                 guessing.add(device)
         slots = Counter(self.device.values())
         for device, chain in self.chains.items():
-            # popped from the end: shortest first, longest first when cold
-            chain.sort(key=lambda x: x[0], reverse=not self.cold)
+            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
@@ -126,8 +118,7 @@ class Feed:
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        chain = max(donors, key=lambda c: sum(w for w, *_ in c))
-        return chain.pop(max(range(len(chain)), key=lambda k: chain[k][0]))
+        return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
 
     def _lane_free(self, device: str) -> bool:
         """One lane while short tests are left (they are most of the tests, done first), then
@@ -135,15 +126,15 @@ class Feed:
         lanes = 1 if self.short_free else self.lanes.get(device, 1)
         return list(self.filling.values()).count(device) < lanes
 
-    def _spare(self) -> tuple[float, list[str], bool] | None:
+    def _presumed(self) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: the shortest group only presumed to fill, from
         any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README)."""
-        spare = [(c, k) for c in self.chains.values() for k in range(len(c)) if c[k][2]]
-        if not spare:
-            return None
-        chain, k = min(spare, key=lambda ck: ck[0][ck[1]][0])
-        return chain.pop(k)
+        for chain in self.chains.values():
+            for k in range(len(chain) - 1, -1, -1):
+                if chain[k][2]:
+                    return chain.pop(k)
+        return None
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -174,7 +165,7 @@ class Feed:
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
-            if (spare := self._spare()) is None:
+            if (spare := self._presumed()) is None:
                 return None
             self.filling[taker] = device
             self.handed += spare[0]
