@@ -65,6 +65,28 @@ def test_pages(client, path):
     assert "cdn" not in r.text.lower() and "https://" not in r.text
 
 
+@pytest.mark.parametrize("path", [p for p in PAGES if p != "/docs"])
+def test_every_page_is_also_its_data_as_json(client, path):
+    """One dict makes the page and its JSON: what the page counts, the JSON has."""
+    joiner = "&" if "?" in path else "?"
+    r = client.get(f"{path}{joiner}format=json")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    assert isinstance(r.json(), dict) and r.json()
+    assert client.get(f"{path}{joiner}format=xml").status_code == 400
+
+
+def test_a_page_and_its_json_show_the_same_numbers(client):
+    suite = client.get("/suites/transformers?format=json").json()
+    page = client.get("/suites/transformers").text
+    for k in suite["kernels"]:
+        assert f">{k['tests']}<" in page
+    run = client.get("/runs/6?format=json").json()
+    assert run["total_results"] == sum(run["run"]["counts"].values())
+    assert f"#{run['run']['id']}" in client.get("/runs/6").text
+    promo = client.get("/suites/transformers/promotion?format=json").json()
+    assert promo["verdict"]["headline"] in client.get("/suites/transformers/promotion").text
+
+
 def test_quarantined_failures_are_in_plain_sight(client):
     run = client.get("/runs/4").text  # passed only because the rope failure is quarantined
     assert re.search(r"passed</span> <span class=\"tag\"[^>]*>1 quarantined failure<", run)
@@ -143,7 +165,8 @@ def test_api_shapes(client):
     promo = client.get("/api/v1/suites/transformers/promotion").json()
     assert promo["met"] is False and len(promo["parts"]) == 3
     test = client.get("/api/v1/tests/1").json()
-    assert set(test) == {"test", "stats", "history", "polluter", "bisect"}
+    assert {"test", "stats", "history", "polluter", "bisect"} <= set(test)
+    assert client.get("/tests/1?format=json").json() == test  # the page's own data
     assert client.get("/api/v1/suites/transformers/clusters").json()["clusters"][0]["size"] >= 1
     assert client.get("/api/v1/schedule").json() == []
     assert client.get("/api/v1/runs/999").status_code == 404

@@ -32,6 +32,8 @@ from tracker.records import RUN_FORMAT
 from tracker.schedule import next_runs
 from tracker.validate import MAX_ID, InvalidRecord
 from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
+from tracker.web.render import plain
+from tracker.web.views import test as test_view
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -182,15 +184,8 @@ def run_changes(
 
 @router.get("/tests/{test_id}", responses=NOT_FOUND)
 def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
-    info = queries.case_info(session, test_id)
-    stats = Scope(session, settings, info["suite"]).stats().get(test_id)
-    return {
-        "test": info,
-        "stats": stats.as_dict() if stats else None,
-        "history": queries.case_history(session, test_id),
-        "polluter": queries.investigations(session, [test_id]).get(test_id),
-        "bisect": queries.investigations(session, [test_id], "bisect").get(test_id),
-    }
+    """The test page's data: verdict and evidence, history, polluter search, first bad commit."""
+    return plain(test_view.data(session, settings, test_id))
 
 
 def get_scope(

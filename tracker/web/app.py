@@ -25,7 +25,7 @@ from tracker.analysis.history import UnknownName
 from tracker.config import Settings, load_settings
 from tracker.db import get_engine
 from tracker.queries import NotFound
-from tracker.web import api, badges, detail, pages
+from tracker.web import api, badges, views
 from tracker.web.badge import unknown_badge
 from tracker.web.deps import templates
 from tracker.web.guard import WriteGuard
@@ -67,8 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.include_router(pages.router)
-    app.include_router(detail.router)
+    for router in views.routers:
+        app.include_router(router)
     app.include_router(api.router)
     app.include_router(badges.router)
     app.add_middleware(WriteGuard, settings=settings)

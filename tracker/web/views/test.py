@@ -1,0 +1,65 @@
+"""A test: its history, verdict and evidence, polluter search and first bad commit, and its
+recent failures. The API's `/tests/{id}` is this page's data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sqlmodel import Session
+
+from tracker import quarantine, queries
+from tracker.analysis.report import Scope
+from tracker.analysis.stats import wilson
+from tracker.config import Settings
+from tracker.records import FAILING
+from tracker.web import svg
+from tracker.web.deps import RowId, SessionDep, SettingsDep
+from tracker.web.render import page
+
+router = APIRouter(include_in_schema=False)
+
+
+def data(session: Session, settings: Settings, test_id: int) -> dict[str, Any]:
+    info = queries.case_info(session, test_id)
+    past = queries.case_history(session, test_id)
+    scope = Scope(session, settings, info["suite"])
+    stats = scope.stats().get(test_id)
+    polluter = queries.investigations(session, [test_id]).get(test_id)
+    quarantined = [
+        q for q in quarantine.listing(session, info["suite"]) if q["nodeid"] == info["nodeid"]
+    ]
+    names = [*(stats.ran_before if stats else []), *(polluter["culprits"] if polluter else [])]
+    return {
+        "test": info,
+        "days": scope.days,
+        "stats": stats,
+        "interval": wilson(stats.runs - stats.failures, stats.runs)
+        if stats and stats.runs
+        else None,
+        "quarantined": quarantined[0] if quarantined else None,
+        "history": past,
+        "failures": [h for h in reversed(past) if h["first"] in FAILING][:10],
+        "polluter": polluter,
+        "bisect": queries.investigations(session, [test_id], "bisect").get(test_id),
+        "ids": queries.test_ids(session, info["suite"], names),
+    }
+
+
+@router.get("/tests/{test_id}")
+def test_page(
+    request: Request, test_id: RowId, session: SessionDep, settings: SettingsDep
+) -> Response:
+    found = data(session, settings, test_id)
+    squares = [
+        {
+            "status": h["outcome"],
+            "href": f"/runs/{h['run_id']}",
+            "title": f"run {h['run_id']} {h['outcome']}{' (quarantined)' * h['quarantined']} "
+            f"{h['duration']:.2f}s "
+            f"commit {h['commit'] or '-'} {h['started_at']:%Y-%m-%d %H:%M}",
+        }
+        for h in found["history"]
+    ]
+    return page(request, "test.html", found, {"history_strip": svg.strip(squares)})
