@@ -37,7 +37,7 @@ from sqlalchemy import func, select
 
 from tracker import queries, store
 from tracker.config import Settings
-from tracker.db import get_engine, session_scope
+from tracker.db import migrate, session_scope
 from tracker.models import Run
 from tracker.records import AttemptRecord, RunRecord
 
@@ -155,7 +155,7 @@ def quantile(values: list[float], q: int) -> float:
 
 
 def load(url: str, args: argparse.Namespace, doc: dict, folder: Path) -> dict:
-    get_engine(url)  # migrated before the workers start
+    migrate(url)  # before the workers start
     server, base = serve(url, args.workers, folder)
     stop, read_took, read_errors = threading.Event(), [], []
     readers = [threading.Thread(target=reader, args=(base, stop, read_took, read_errors,

@@ -17,7 +17,7 @@ from helpers import SUITES, make_pg_database, settings_for
 
 from tracker import queries, store
 from tracker.config import Settings, SuiteConfig
-from tracker.db import get_engine, session_scope
+from tracker.db import get_engine, migrate, session_scope
 from tracker.runner.execute import execute
 from tracker.service import history
 
@@ -50,9 +50,8 @@ def pg_server() -> Iterator[str]:
     options = f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=300"
     subprocess.run([*start, "-o", options, "start"], check=True, capture_output=True)
     try:
-        get_engine(
-            make_pg_database(str(folder), template=None)
-        ).dispose()  # migrated; a template must have no connections
+        # migrated; a template must have no connections
+        migrate(make_pg_database(str(folder), template=None)).dispose()
         yield str(folder)
     finally:
         subprocess.run([*start, "-m", "immediate", "stop"], capture_output=True)

@@ -63,15 +63,19 @@ def junit(cases: dict[str, tuple[str, str | None]]) -> str:
 
 def settings_for(folder: Path, url: str | None = None, **fields: Any):
     """The tests' one way to build settings: the database at `url` (else a SQLite file in
-    `folder`), the data folder in `folder`, a CPU runner named "ci", and what a test adds."""
+    `folder`), the data folder in `folder`, a CPU runner named "ci", and what a test adds.
+    The database is migrated, as a command or the web app does at its start."""
     from tracker.config import RunnerConfig, Settings
+    from tracker.db import migrate
 
     defaults = {
         "database_url": url or f"sqlite:///{folder / 'tracker.db'}",
         "data_dir": folder / "data",
         "runner": RunnerConfig(name="ci", device="cpu"),
     }
-    return Settings(**{**defaults, **fields})
+    settings = Settings(**{**defaults, **fields})
+    migrate(settings.database_url)
+    return settings
 
 
 @contextmanager

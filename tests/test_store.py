@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text
 from sqlmodel import SQLModel, create_engine
 
 from tracker import store
-from tracker.db import get_engine, migrations_dir, session_scope
+from tracker.db import get_engine, migrate, migrations_dir, session_scope
 from tracker.models import Attempt, Case, Result, Run
 from tracker.records import AttemptRecord, RunRecord
 
@@ -23,6 +23,18 @@ def test_migrations_match_the_models(settings):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == []
+
+
+@pytest.mark.sqlite_only
+def test_only_the_explicit_step_migrates(tmp_path):
+    """An engine (what every page's session uses) never changes the schema; `migrate`, at a
+    command's or the web app's start, does."""
+    from sqlalchemy import inspect
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert inspect(get_engine(url)).get_table_names() == []
+    migrate(url)
+    assert {"alembic_version", "run", "attempt"} <= set(inspect(get_engine(url)).get_table_names())
 
 
 @pytest.mark.sqlite_only  # pragmas
@@ -119,6 +131,7 @@ def test_old_databases_are_corrected_on_upgrade(tmp_path):
         ):
             conn.execute(text(sql))
     old.dispose()
+    migrate(url)
     with session_scope(url) as session:
         run = session.get(Run, 1)
         assert run.counts == {"interrupted": 1, "passed": 1, "timeout": 1}

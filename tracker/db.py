@@ -1,5 +1,9 @@
 """Engine, SQLite pragmas and migrations.
 
+Migrations run in one explicit step, `migrate`, at the start of each command and of the web app
+(`tracker db upgrade` does only that); `get_engine` never migrates, so no page's first query
+changes the schema under the pages already answering.
+
 WAL lets the dashboard read while a run writes; busy_timeout makes a second writer wait instead of
 failing; foreign keys are off by default in SQLite and the schema relies on them.
 """
@@ -49,7 +53,7 @@ def sqlite_path(url: str) -> Path | None:
 
 @cache
 def get_engine(url: str) -> Engine:
-    """One engine per URL and process, migrated to the newest schema on first use."""
+    """One engine per URL and process."""
     is_sqlite = url.startswith("sqlite")
     path = sqlite_path(url)
     if path:
@@ -61,6 +65,12 @@ def get_engine(url: str) -> Engine:
     )
     if is_sqlite:
         event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def migrate(url: str) -> Engine:
+    """Create or upgrade the database at `url` to the newest schema; its engine."""
+    engine = get_engine(url)
     upgrade(engine)
     return engine
 
@@ -91,8 +101,8 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def upgrade(engine: Engine) -> None:
-    # every start upgrades: Alembic's INFO lines ("setup plugin ...", "Context impl ...") say
-    # nothing a person needs
+    # every command upgrades at its start: Alembic's INFO lines ("setup plugin ...", "Context
+    # impl ...") say nothing a person needs
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config

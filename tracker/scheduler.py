@@ -22,7 +22,7 @@ from apscheduler.schedulers.base import BaseScheduler
 
 from tracker import push, store
 from tracker.config import Settings
-from tracker.db import get_engine, session_scope
+from tracker.db import get_engine, migrate, session_scope
 from tracker.schedule import job_id, latest_slot, next_runs, trigger
 from tracker.service import HOST, RECOVER_EVERY_S, log, recover, run_and_store
 
@@ -105,7 +105,7 @@ def build(
     global _settings
     _settings = settings
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # its every firing is not news
-    get_engine(settings.database_url)
+    migrate(settings.database_url)
     recover(settings)
     scheduler = scheduler_cls(
         jobstores={

@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from tracker.config import ConfigError, Settings, load_settings
+from tracker.db import migrate
 from tracker.validate import escape_terminal
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_MET, EXIT_INFRA = 1, 2, 3, 4
@@ -60,11 +61,14 @@ class _State:
     _settings: Settings | None = None
 
     def settings(self) -> Settings:
+        """The settings, loaded once; the database is migrated then, at the command's start
+        (`db.migrate`), so that nothing later in the command changes its schema."""
         if self._settings is None:
             try:
                 self._settings = load_settings(self.config)
             except ConfigError as exc:
                 raise fail(str(exc)) from None
+            migrate(self._settings.database_url)
         return self._settings
 
 

@@ -28,7 +28,7 @@ from tracker.cli.app import (
     suite_name,
 )
 from tracker.config import ConfigError
-from tracker.db import get_engine, session_scope
+from tracker.db import session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.models import Outbox
 from tracker.records import LONG, RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
@@ -91,7 +91,6 @@ def run(
     except ConfigError as exc:
         raise fail(str(exc)) from None
     url = settings.database_url
-    get_engine(url)
     recover(settings)
     try:
         with RichReporter(err) as reporter:
@@ -299,7 +298,6 @@ def db_backup(
         raise fail("backup is for SQLite databases; use your server's tools otherwise")
     if path.exists():
         raise fail(f"{path} exists; choose a new file")
-    get_engine(url)
     source = sqlite3.connect(url.removeprefix("sqlite:///"))
     target = sqlite3.connect(path)
     with target:
@@ -313,9 +311,8 @@ def db_backup(
 def db_upgrade() -> None:
     """Create or migrate the database.
 
-    To the newest schema; also done on every start."""
-    url = state.settings().database_url
-    get_engine(url)
+    To the newest schema; every command, and the web app, also does it at its start."""
+    url = state.settings().database_url  # which migrates
     out.print(f"database at the newest schema: {url}")
 
 

@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 from tracker import __version__
 from tracker.analysis.history import UnknownName
 from tracker.config import Settings, load_settings
-from tracker.db import get_engine
+from tracker.db import get_engine, migrate
 from tracker.queries import NotFound
 from tracker.web import api, badges, views
 from tracker.web.badge import unknown_badge
@@ -61,7 +61,7 @@ def allowed(routes: list[BaseRoute], path: str) -> set[str]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
-    get_engine(settings.database_url)  # migrate before the first request
+    migrate(settings.database_url)  # the one step that may change the schema: before any request
     app = FastAPI(
         title="Kernel stability tracker", version=__version__, docs_url=None, redoc_url=None
     )
