@@ -31,14 +31,52 @@ TRACKER = [sys.executable, "-m", "tracker.cli"]
 cli_database: str | None = None
 
 
-def tracker(tmp_path: Path, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+def tracker(
+    tmp_path: Path, *args: str, config: str | None = None, process: bool = False
+) -> subprocess.CompletedProcess:
+    """`tracker ARGS` run in `tmp_path` (with `config` as its tracker.toml), on `cli_database`
+    or a SQLite file there. In this process, as the `tracker` script's own `main` (Click's
+    isolation: its argv, streams and environment), unless `process`: a real process, where that
+    is the point (the installed entry point, signals, output a terminal would get)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("TRACKER_")}
     env["TRACKER_DATABASE_URL"] = cli_database or f"sqlite:///{tmp_path / 'cli.db'}"
     if config is not None:
         (tmp_path / "tracker.toml").write_text(config)
-    return subprocess.run(
-        [*TRACKER, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    if process:
+        full = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+        return subprocess.run(
+            [*TRACKER, *args], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=300
+        )
+    return _in_process(tmp_path, list(args), env)
+
+
+def _in_process(cwd: Path, args: list[str], env: dict[str, str | None]):
+    import traceback
+
+    from click.testing import CliRunner
+
+    from tracker.analysis.report import cache
+    from tracker.cli import main
+
+    cache.clear()  # what a new process starts with
+    code = 0
+    before, argv = Path.cwd(), sys.argv
+    with CliRunner().isolation(env=env) as (stdout, stderr, _):
+        os.chdir(cwd)
+        sys.argv = ["tracker", *args]
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # what Python prints when a command dies
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.argv = argv
+            os.chdir(before)
+        sys.stdout.flush(), sys.stderr.flush()
+        out, error = stdout.getvalue().decode(), stderr.getvalue().decode()
+    return subprocess.CompletedProcess(["tracker", *args], code, out, error)
 
 
 def junit(cases: dict[str, tuple[str, str | None]]) -> str:

@@ -296,7 +296,7 @@ def test_at_80_columns_names_stay_whole_and_messages_wrap_at_words(tmp_path):
     message = "RuntimeError: " + " ".join(["out of resource: shared memory"] * 6)
     (tmp_path / "j.xml").write_text(junit({long_kernel: ("failed", message)}))
     assert tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "r").returncode == 0
-    kernels = tracker(tmp_path, "kernels", "--suite", "s").stdout
+    kernels = tracker(tmp_path, "kernels", "--suite", "s", process=True).stdout  # no terminal
     assert "fused_linear_scaled_cross_entropy " in kernels and "…" not in kernels
     assert max(len(line) for line in kernels.splitlines()) <= 80
     shown = tracker(tmp_path, "show", "last").stdout.splitlines()
