@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +26,26 @@ def outcomes(detail: dict) -> dict[str, tuple[str, list[str]]]:
 
 
 TRACKER = [sys.executable, "-m", "tracker.cli"]
+SERVING = re.compile(rb"Uvicorn running on https?://\S+:(\d+)")
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    """Whether `predicate` came true within `timeout` seconds (asked every 0.2 s)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def served_port(log: Path, proc: subprocess.Popen, timeout: float = 120) -> int:
+    """The port a `tracker serve --port 0` took, read back from its log: the server binds it
+    itself, so no other test can take it between a probe and the bind."""
+    wait_until(lambda: SERVING.search(log.read_bytes()) or proc.poll() is not None, timeout)
+    found = SERVING.search(log.read_bytes())
+    assert found, f"tracker serve never said where it listens: {log.read_bytes()[-2000:]!r}"
+    return int(found.group(1))
 
 
 # the database of `tracker()` commands (a test module may set it from `db_url`); None: a SQLite

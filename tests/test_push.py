@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SUITES, TRACKER, live_server, settings_for
+from helpers import SUITES, TRACKER, live_server, served_port, settings_for, wait_until
 from sqlalchemy import func, select, update
 
 from tracker import push, queries, scheduler, store
@@ -257,24 +257,31 @@ def test_a_push_during_an_outage_waits_and_arrives(db_url, tmp_path):
         assert [r["runner"] for r in queries.list_runs(session)] == ["a2-1"]
 
 
-def _serve(port: int, db: str, cwd: Path) -> subprocess.Popen:
+def _serve(db: str, cwd: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
+    """A central `tracker serve --workers 2`, and the port it took."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env |= {"TRACKER_DATABASE_URL": db, "TRACKER_TOKEN": TOKEN}
-    server = subprocess.Popen(
-        [*TRACKER, "serve", "--port", str(port), "--no-scheduler", "--workers", "2"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return server
-        except httpx.TransportError:
-            time.sleep(0.1)
-    server.kill()
-    raise AssertionError("the central tracker did not start")
+    log = cwd / f"serve-{time.monotonic_ns()}.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*TRACKER, "serve", "--port", str(port), "--no-scheduler", "--workers", "2"],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    port = served_port(log, server)
+    if not wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 120):
+        server.kill()
+        raise AssertionError(f"the central tracker did not answer: {log.read_text()[-2000:]}")
+    return server, port
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _runner(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -291,11 +298,8 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
     to one central `tracker serve --workers 2` on PostgreSQL; a run made while the central
     server is down waits in its runner's outbox and arrives with `tracker push --pending`."""
     db = new_pg_database()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    server, port = _serve(db, tmp_path)
     base = f"http://127.0.0.1:{port}"
-    server = _serve(port, db, tmp_path)
     try:
         for name in ("a2-1", "a2-8"):
             (tmp_path / name).mkdir()
@@ -319,7 +323,7 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
     assert "not pushed yet" in late.stderr
     waiting = json.loads(_runner(tmp_path / "a2-1", "push", "--json").stdout)["waiting"]
     assert [(w["run_id"], w["tries"]) for w in waiting] == [(2, 1)]
-    server = _serve(port, db, tmp_path)
+    server, _ = _serve(db, tmp_path, port)  # back where the runners push to
     try:
         sent = _runner(tmp_path / "a2-1", "push", "--pending")
         assert sent.returncode == 0, sent.stderr

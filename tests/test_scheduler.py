@@ -6,17 +6,15 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import DATA, SUITES, settings_for
+from helpers import DATA, SUITES, served_port, settings_for, wait_until
 from sqlalchemy import select, update
 
 from tracker import push, scheduler
@@ -52,15 +50,6 @@ def make_settings(db_url, tmp_path, schedule: str | None, grace: int = 60) -> Se
 def runs(settings) -> list[Run]:
     with session_scope(settings.database_url) as session:
         return list(session.execute(select(Run).order_by(Run.started_at)).scalars())
-
-
-def wait_until(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_runs_fire_and_never_overlap(db_url, tmp_path):
@@ -181,9 +170,6 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
     )
     env = {**os.environ, "TRACKER_CONFIG": str(config), "TRACKER_TOKEN": TOKEN}
     env.pop("TRACKER_DATABASE_URL", None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     web = [sys.executable, "-m", "tracker.cli", "serve", "--no-scheduler", "--workers", "4"]
     logs = [(tmp_path / f"p{i}.log").open("wb") for i in range(3)]
     procs = [
@@ -193,13 +179,14 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
             (
                 [sys.executable, "-m", "tracker.cli", "scheduler"],
                 [sys.executable, "-m", "tracker.cli", "scheduler"],
-                [*web, "--port", str(port)],
+                [*web, "--port", "0"],
             ),
             strict=True,
         )
     ]
-    base = f"http://127.0.0.1:{port}/api/v1/suites/ids/trigger"
     try:
+        port = served_port(tmp_path / "p2.log", procs[2])
+        base = f"http://127.0.0.1:{port}/api/v1/suites/ids/trigger"
         # four web workers starting beside two schedulers and a loaded machine: waited for,
         # however long it takes up to 2 minutes (it answered in 30 s but under -n 6 on 2 cores)
         up = wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 120)
@@ -393,12 +380,8 @@ def test_retention_prunes_old_results_and_keeps_runs(db_url, tmp_path):
 
 def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):
     import json
-    import socket
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     config = tmp_path / "tracker.toml"
     config.write_text(
         f'database_url = "sqlite:///{tmp_path / "serve.db"}"\ndata_dir = "{tmp_path / "data"}"\n'
@@ -408,22 +391,14 @@ def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):
         f'env = {{ FIXTURE_STATE = "{tmp_path}" }}\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tracker.cli",
-            "--config",
-            str(config),
-            "serve",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracker.cli", "--config", str(config), "serve", "--port", "0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
 
     def get(path: str):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
@@ -436,10 +411,12 @@ def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):
             return False
 
     try:
+        port = served_port(log, proc)
         assert wait_until(a_run_passed, 40)
         (entry,) = get("/api/v1/schedule")
         assert entry["next_run"] is not None
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+    err = log.read_text()
     assert "run 1 ids on ci: started" in err and "passed (passed 3)" in err  # the log lines

@@ -35,7 +35,9 @@ def _can_listen(host: str, port: int) -> None:
 @app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8000,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="0: a free port, named in the log.")
+    ] = 8000,
     with_scheduler: Annotated[
         bool,
         typer.Option(
