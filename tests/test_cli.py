@@ -8,11 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SUITES, tracker
+from helpers import DATA, SUITES, tracker, wait_until
 
 
 def test_run_example_json(tmp_path):
@@ -183,10 +182,8 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not (_passed(tmp_path) >= 3 and _started(tmp_path, "test_hang.py::test_hang")):
-        assert time.monotonic() < deadline, "the ids never passed, or test_hang never started"
-        time.sleep(0.1)
+    ready = lambda: _passed(tmp_path) >= 3 and _started(tmp_path, "test_hang.py::test_hang")  # noqa: E731
+    assert wait_until(ready, 60), "the ids never passed, or test_hang never started"
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     shown = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)

@@ -172,7 +172,6 @@ def test_a_signature_costs_the_same_per_character_on_long_messages():
 
 def test_readers_of_one_answer_wait_for_one_computation():
     import threading
-    import time
     from zoneinfo import ZoneInfo
 
     from tracker.analysis.report import StateCache
@@ -187,17 +186,18 @@ def test_readers_of_one_answer_wait_for_one_computation():
             return (1,)
 
     cache, calls = StateCache(), []
+    together = threading.Barrier(8)  # every reader asks at once: none has an answer yet
 
     def compute():
         calls.append(1)
-        time.sleep(0.2)  # long enough for every reader to arrive while it runs
         return 42
 
+    def read() -> None:
+        together.wait(timeout=60)
+        answers.append(cache.get(Scope(), ("x",), compute))
+
     answers: list[int] = []
-    readers = [
-        threading.Thread(target=lambda: answers.append(cache.get(Scope(), ("x",), compute)))
-        for _ in range(8)
-    ]
+    readers = [threading.Thread(target=read) for _ in range(8)]
     for t in readers:
         t.start()
     for t in readers:

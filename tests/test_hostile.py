@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -22,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SUITES, TRACKER, junit, live_server, settings_for, tracker
+from helpers import SUITES, TRACKER, junit, live_server, settings_for, tracker, wait_until
 from sqlalchemy import func, select, update
 
 from tracker import quarantine, store
@@ -429,26 +428,20 @@ reruns = 0
 env = {{ FIXTURE_STATE = "{tmp_path}" }}
 """
     proc = _tracker_run_in_background(tmp_path, config, "realities")
-    deadline = time.monotonic() + 120
-    events: list[Path] = []
-    while time.monotonic() < deadline:
+    started = '"e": "start", "nodeid": "test_hang.py::test_hang"'  # not just collected
+
+    def hanging() -> list[Path]:
         events = list((tmp_path / "data").glob("runs/realities/*/p0.events.jsonl"))
-        started = '"e": "start", "nodeid": "test_hang.py::test_hang"'  # not just collected
-        if events and started in events[0].read_text():
-            break
-        time.sleep(0.2)
-    else:
+        return [e for e in events if started in e.read_text()]
+
+    if not wait_until(hanging, 120):
         proc.kill()
         pytest.fail("the run never reached the hanging test")
-    folder = events[0].parent
+    folder = hanging()[0].parent
     assert _workers_of(folder), "the pytest process should be running"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    for _ in range(50):
-        if not _workers_of(folder):
-            break
-        time.sleep(0.1)
-    assert _workers_of(folder) == []
+    assert wait_until(lambda: not _workers_of(folder), 10)
     listed = tracker(tmp_path, "runs", "--json")
     run = json.loads(listed.stdout)["runs"][0]
     assert run["status"] == "interrupted"
@@ -492,11 +485,7 @@ env = {{ FIXTURE_STATE = "{tmp_path}", ESCAPE_HANG = "1" }}
 """
     proc = _tracker_run_in_background(tmp_path, config, "escape")
     pid_file = tmp_path / "escapee.pid"
-    for _ in range(600):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        time.sleep(0.1)
-    else:
+    if not wait_until(lambda: pid_file.exists() and pid_file.read_text(), 60):
         proc.kill()
         pytest.fail("the test never started its grandchild")
     escapee = int(pid_file.read_text())
