@@ -182,7 +182,10 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    ready = lambda: _passed(tmp_path) >= 3 and _started(tmp_path, "test_hang.py::test_hang")  # noqa: E731
+
+    def ready() -> bool:
+        return _passed(tmp_path) >= 3 and _started(tmp_path, "test_hang.py::test_hang")
+
     assert wait_until(ready, 60), "the ids never passed, or test_hang never started"
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
