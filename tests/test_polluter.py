@@ -82,8 +82,7 @@ reruns = 1
 
 
 def test_the_polluter_is_found_in_real_processes_and_shown(tmp_path):
-    files = ["test_sixty.py", "test_half.py", "test_pair.py", "test_plain.py"]
-    config = _config(tmp_path, files, budget=0)
+    config = _config(tmp_path, ["test_sixty.py", "test_plain.py"], budget=0)
     run = tracker(tmp_path, "run", "polluters", "--json", config=config)
     results = {r["nodeid"]: r for r in json.loads(run.stdout)["results"]}
     assert results["test_sixty.py::test_victim"]["outcome"] == "flaky"  # failed, passed alone
@@ -119,19 +118,27 @@ def test_the_polluter_is_found_in_real_processes_and_shown(tmp_path):
     listed = json.loads(tracker(tmp_path, "runs", "--json").stdout)["runs"]
     assert [r["status"] for r in listed] == ["flaky"]  # the search's lock left no run behind
 
-    # the other realities, each in real processes
-    def search(victim):
-        return json.loads(tracker(tmp_path, "polluter", victim, "--json").stdout)
-
-    half = search("test_half.py::test_half_victim")  # caught on the second try of a probe
-    assert (half["verdict"], half["culprits"]) == ("polluter", ["test_half.py::test_before[2]"])
-    pair = search("test_pair.py::test_pair_victim")
-    assert pair["verdict"] == "polluters"
-    assert pair["culprits"] == ["test_pair.py::test_before[1]", "test_pair.py::test_before[6]"]
-    plain = search("test_plain.py::test_plain_victim")  # no neighbour is blamed
+    plain = searched(tmp_path, "test_plain.py::test_plain_victim")  # no neighbour is blamed
     assert (plain["verdict"], plain["culprits"]) == ("fails alone", [])
     unknown = tracker(tmp_path, "polluter", "test_sixty.py::test_step[3]")
     assert unknown.returncode == 2 and "no failed first attempt" in unknown.stderr
+
+
+def searched(tmp_path, victim: str) -> dict:
+    return json.loads(tracker(tmp_path, "polluter", victim, "--json").stdout)
+
+
+def test_a_polluter_caught_on_the_second_try_of_a_probe(tmp_path):
+    tracker(tmp_path, "run", "polluters", config=_config(tmp_path, ["test_half.py"], budget=0))
+    half = searched(tmp_path, "test_half.py::test_half_victim")
+    assert (half["verdict"], half["culprits"]) == ("polluter", ["test_half.py::test_before[2]"])
+
+
+def test_two_tests_that_pollute_only_together(tmp_path):
+    tracker(tmp_path, "run", "polluters", config=_config(tmp_path, ["test_pair.py"], budget=0))
+    pair = searched(tmp_path, "test_pair.py::test_pair_victim")
+    assert pair["verdict"] == "polluters"
+    assert pair["culprits"] == ["test_pair.py::test_before[1]", "test_pair.py::test_before[6]"]
 
 
 def test_a_nightly_budget_searches_new_suspects_after_the_run(tmp_path):
