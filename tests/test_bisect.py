@@ -62,7 +62,8 @@ def test_the_search_steps_around_ambiguous_commits():
     assert bisect.bisect(commits, lambda c: Step(c, verdicts[c], []))[0] == ["c13"]
 
 
-def test_first_bad_commit_in_a_real_repository(tmp_path):
+def _night(tmp_path) -> list[str]:
+    """The repository of 21 commits, and a nightly run at its head that sees the target fail."""
     shas = _repo(tmp_path / "repo")
     config = f"""
 [runner]
@@ -76,8 +77,13 @@ path = "{tmp_path / "repo"}"
 python = "{sys.executable}"
 env = {{ FIXTURE_STATE = "{tmp_path}" }}
 """
-    night = tracker(tmp_path, "run", "repo", config=config)  # the nightly run sees it fail
+    night = tracker(tmp_path, "run", "repo", config=config)
     assert night.returncode == 1, night.stderr
+    return shas
+
+
+def test_first_bad_commit_in_a_real_repository(tmp_path):
+    shas = _night(tmp_path)
     proc = tracker(tmp_path, "bisect", TARGET, "--good", shas[1], "--bad", shas[20], "--json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
@@ -105,13 +111,16 @@ env = {{ FIXTURE_STATE = "{tmp_path}" }}
     assert f"first bad commit: {shas[13]} change 13: the breaking one" in table
     wrong = tracker(tmp_path, "bisect", TARGET, "--good", shas[20], "--bad", shas[1])
     assert wrong.returncode == 2 and "not an ancestor" in wrong.stderr
-    # both ends are checked first: a good end that fails is said, and nothing is stored
+
+
+def test_both_ends_are_checked_first_and_a_wrong_one_stores_nothing(tmp_path):
+    shas = _night(tmp_path)
     both_bad = tracker(tmp_path, "bisect", TARGET, "--good", shas[14], "--bad", shas[20])
     assert both_bad.returncode == 2, both_bad.stdout
     assert f"the good end {shas[14][:12]} is bad (failed, failed)" in both_bad.stderr
-    assert (
-        TestClient(app).get(f"/api/v1/tests/{test_id['test_id']}").json()["bisect"] == api["bisect"]
-    )
+    app = create_app(settings_for(tmp_path, f"sqlite:///{tmp_path / 'cli.db'}"))
+    test_id = json.loads(tracker(tmp_path, "show", "last", "--json").stdout)["results"][0]
+    assert TestClient(app).get(f"/api/v1/tests/{test_id['test_id']}").json()["bisect"] is None
     both_good = tracker(tmp_path, "bisect", TARGET, "--good", shas[1], "--bad", shas[9])
     assert both_good.returncode == 2 and "the bad end" in both_good.stderr
 
