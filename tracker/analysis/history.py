@@ -42,6 +42,7 @@ class RunRow:
     commit: str | None
     runner_id: int
     counts: dict[str, int]
+    finished_at: datetime | None = None
 
 
 def suite_id(session: Session, name: str) -> int:
@@ -65,7 +66,15 @@ def runs(
     session: Session, suite: int, runner: int | None, since: datetime, until: datetime
 ) -> list[RunRow]:
     query = (
-        select(Run.id, Run.started_at, Run.status, Run.commit, Run.runner_id, Run.counts)
+        select(
+            Run.id,
+            Run.started_at,
+            Run.status,
+            Run.commit,
+            Run.runner_id,
+            Run.counts,
+            Run.finished_at,
+        )
         .where(Run.suite_id == suite, Run.started_at.between(since, until))
         .where(Run.status != RUN_RUNNING)
         .order_by(Run.started_at, Run.id)

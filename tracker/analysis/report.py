@@ -19,6 +19,7 @@ from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, CaseStats, analyze, 
 from tracker.analysis.kernels import KernelRow, kernel_table
 from tracker.analysis.promotion import Verdict, local_day, verdict, window_start
 from tracker.analysis.rates import Day, Rates, daily, rates
+from tracker.analysis.trends import Night, kernel_rates, nights, outcomes
 from tracker.config import Settings
 from tracker.records import FAILING
 
@@ -202,6 +203,24 @@ class Scope:
         since = window_start(local_day(self.now, self.tz), days, self.tz)
         runs = history.runs(self.session, self.suite_id, self.runner_id, since, self.now)
         return daily(runs, local_day(since, self.tz), days, self.tz)
+
+    def nights(self) -> list[Night]:
+        """Each run of the window, oldest first: the trend charts' points."""
+        return nights(
+            history.runs(self.session, self.suite_id, self.runner_id, self.since, self.now)
+        )
+
+    def kernel_trend(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """Each kernel's (passed, ran) per run of the window."""
+
+        def compute() -> dict[str, dict[int, tuple[int, int]]]:
+            return kernel_rates(self.session, self.suite_id, self.runner_id, self.since, self.now)
+
+        return cache.get(self, ("kernel_trend", self.since), compute)
+
+    def outcomes(self, test_ids: list[int], run_ids: list[int]) -> dict[int, dict]:
+        """test id -> run id -> (final outcome, quarantined): the grid's cells, the strips."""
+        return outcomes(self.session, test_ids, run_ids)
 
     def runner_promotions(self) -> dict[str, Verdict]:
         """Each runner's own verdict, when the scope is every runner: the suite may be stable

@@ -17,6 +17,7 @@ from sqlmodel import Session
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
 from tracker.validate import MAX_ID
+from tracker.web import svg
 from tracker.words import moment, plural, seconds, short_commit, trace_from_error
 
 
@@ -46,7 +47,7 @@ templates.env.filters.update(
     trace=trace_from_error,
     wbr=word_breaks,
 )
-templates.env.globals["plural"] = plural
+templates.env.globals.update(plural=plural, svg=svg)  # svg: the macros draw with it
 
 
 def get_settings(request: Request) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,33 @@ COLORS = {
     "xpassed": "#57ab5a",
     "not_run": "#d0d7de",
 }
+
+
+# what each outcome looks like without colour: the grid's cells and the strips carry it
+SYMBOLS = {
+    "passed": "✓",
+    "flaky": "≈",
+    "failed": "✗",
+    "error": "E",
+    "crashed": "C",
+    "timeout": "T",
+    "interrupted": "–",
+    "unconfirmed": "?",
+    "skipped": "s",
+    "xfailed": "x",
+    "xpassed": "X",
+    "not_run": "·",
+}
+
+
+def nice_top(value: float, unit: float = 1.0) -> float:
+    """The axis top people read at a glance: 1, 2, 4, 5 or 10 times a power of ten (in
+    `unit`s: 60 gives whole minutes) at or above `value`; its half is as round."""
+    if value <= 0:
+        return unit
+    v = value / unit
+    k = 10 ** math.floor(math.log10(v))
+    return unit * k * next(m for m in (1, 2, 4, 5, 10) if m * k >= v * (1 - 1e-9))
 
 
 def color(status: str | None) -> str:
@@ -55,11 +83,14 @@ def line_chart(
     height: int = 140,
     y_max: float | None = None,
     y_format: Callable[[float], str] = "{:.0f}".format,
+    unit: float = 1.0,
 ) -> dict[str, Any]:
-    """A polyline over labelled points (None leaves a gap); y from 0 to y_max."""
+    """A polyline over labelled points (None leaves a gap); y from 0 to y_max, else to a round
+    top (`nice_top` in `unit`s). The first x label starts at its point and the last ends there,
+    so neither is cut at the edge."""
     pad_l, pad_r, pad_t, pad_b = 64, 24, 10, 22
     values = [v for _, v in points if v is not None]
-    top = y_max if y_max is not None else (max(values) if values else 1.0) or 1.0
+    top = y_max if y_max is not None else nice_top(max(values, default=0.0), unit)
     n = len(points)
     inner_w, inner_h = width - pad_l - pad_r, height - pad_t - pad_b
     step = inner_w / max(1, n - 1)
@@ -74,10 +105,16 @@ def line_chart(
         y = pad_t + inner_h * (1 - min(v, top) / top)
         segments[-1].append((round(x, 1), round(y, 1)))
         dots.append({"x": round(x, 1), "y": round(y, 1), "title": f"{label}: {y_format(v)}"})
+    shown = [i for i in range(n) if n <= 8 or i % max(1, n // 6) == 0 or i == n - 1]
+    if len(shown) > 2 and shown[-1] - shown[-2] < max(1, n // 6) // 2:
+        shown.pop(-2)  # the last label would run into the one before
     labels = [
-        {"x": round(pad_l + i * step, 1), "text": label}
-        for i, (label, _) in enumerate(points)
-        if n <= 8 or i % max(1, n // 6) == 0 or i == n - 1
+        {
+            "x": round(pad_l + i * step if n > 1 else pad_l + inner_w / 2, 1),
+            "text": points[i][0],
+            "anchor": "end" if i == n - 1 and n > 1 else "start" if i == 0 and n > 1 else "middle",
+        }
+        for i in shown
     ]
     return {
         "width": width,
@@ -153,3 +190,18 @@ def timeline(
         "ticks": ticks,
         "axis_y": height - 4,
     }
+
+
+def sparkline(values: list[float | None], width: int = 120, height: int = 24) -> dict[str, Any]:
+    """A kernel's pass rate over the window, in a table cell: 0 to 1, no axes (the cell beside
+    it says the number)."""
+    n = len(values)
+    step = (width - 4) / max(1, n - 1)
+    segments: list[list[str]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            segments.append([])
+            continue
+        x = 2 + i * step if n > 1 else width / 2
+        segments[-1].append(f"{x:.1f},{2 + (height - 4) * (1 - v):.1f}")
+    return {"width": width, "height": height, "polylines": [" ".join(s) for s in segments if s]}

@@ -1,0 +1,97 @@
+"""A suite's trends night by night: test pass rate, failing and flaky tests, run duration and
+green runs, and each kernel's pass rate, over the window and for one runner or all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from sqlmodel import Session
+
+from tracker.analysis.report import Scope
+from tracker.config import Settings
+from tracker.web import svg, tables
+from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web.render import page
+from tracker.words import seconds
+
+router = APIRouter(include_in_schema=False)
+
+
+def data(
+    session: Session, settings: Settings, suite: str, runner: str | None, days: int | None
+) -> dict[str, Any]:
+    scope = Scope(session, settings, suite, runner, days)
+    nights = scope.nights()
+    by_kernel = scope.kernel_trend()
+    kernels = []
+    for kernel in sorted(by_kernel):
+        per_run = by_kernel[kernel]
+        rates = [(n.run_id, *per_run[n.run_id]) for n in nights if n.run_id in per_run]
+        passed, ran = sum(p for _, p, _ in rates), sum(r for *_, r in rates)
+        last = rates[-1] if rates else None
+        kernels.append(
+            {
+                "kernel": kernel,
+                "pass_rate": passed / ran if ran else None,
+                "last_rate": last[1] / last[2] if last and last[2] else None,
+                "runs": [{"run_id": r, "passed": p, "ran": n} for r, p, n in rates],
+            }
+        )
+    # the kernels that moved most first: lowest over the window, then by name
+    kernels.sort(key=lambda k: (k["pass_rate"] if k["pass_rate"] is not None else 2, k["kernel"]))
+    return {
+        "suite": suite,
+        "runner": runner,
+        "days": scope.days,
+        "nights": nights,
+        "daily": scope.daily(scope.days),
+        "kernels": kernels,
+    }
+
+
+def _label(night: Any) -> str:
+    return night.started_at.strftime("%m-%d")
+
+
+@router.get("/suites/{suite}/trends")
+def trends_page(
+    request: Request,
+    suite: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    runner: str | None = Query(None, max_length=200),
+    days: int | None = tables.DaysQ,
+) -> Response:
+    found = data(session, settings, suite, runner, days)
+    nights = found["nights"]
+    longest = max((n.seconds or 0 for n in nights), default=0)
+    charts = {
+        "pass_rate": svg.line_chart(
+            [(_label(n), None if n.pass_rate is None else 100 * n.pass_rate) for n in nights],
+            y_max=100,
+            y_format="{:.0f}%".format,
+        ),
+        "failing": svg.line_chart([(_label(n), n.failing) for n in nights]),
+        "flaky": svg.line_chart([(_label(n), n.flaky) for n in nights]),
+        "duration": svg.line_chart(
+            [(_label(n), n.seconds) for n in nights],
+            y_format=seconds,
+            unit=60 if longest >= 120 else 1,
+        ),
+        "green": svg.line_chart(
+            [
+                (d.day.strftime("%m-%d"), None if d.green_rate is None else 100 * d.green_rate)
+                for d in found["daily"]
+            ],
+            y_max=100,
+            y_format="{:.0f}%".format,
+        ),
+    }
+    order = [n.run_id for n in nights]
+    sparks = {}
+    for k in found["kernels"]:
+        rate = {r["run_id"]: r["passed"] / r["ran"] for r in k["runs"] if r["ran"]}
+        sparks[k["kernel"]] = svg.sparkline([rate.get(i) for i in order])
+    return page(request, "trends.html", found, {"charts": charts, "sparks": sparks}, "nights")
