@@ -98,9 +98,7 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
         raise NotFound(f"no run with id {run_id}")
     run = run_dict(*row)
     env = session.get(Environment, row[0].environment_id) if row[0].environment_id else None
-    run["environment"] = (
-        env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details if env else None
-    )
+    run["environment"] = environment_dict(env)
     # what names the run wherever it is pushed: the store it was made in, and its id there
     origin = row[0].origin
     run["origin"] = {
@@ -109,6 +107,11 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
         "pushed": origin is not None,  # made by another store, which sent it here
     }
     return run
+
+
+def environment_dict(env: Environment | None) -> dict[str, Any] | None:
+    """What was probed, as the pages and the API show it (None: nobody probed)."""
+    return env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details if env else None
 
 
 def existing_runs(session: Session, run_ids: list[int]) -> set[int]:

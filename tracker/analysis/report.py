@@ -222,6 +222,16 @@ class Scope:
         """test id -> run id -> (final outcome, quarantined): the grid's cells, the strips."""
         return outcomes(self.session, test_ids, run_ids)
 
+    def recent(self, test_ids: list[int], runs: int = 15) -> dict[str, Any]:
+        """The tests' outcomes in the scope's last `runs` runs, oldest first: the history strip
+        beside each test in a table (None: not in that run)."""
+        last = [n.run_id for n in self.nights()[-runs:]]
+        found = self.outcomes(test_ids, last)
+        return {
+            "runs": last,
+            "outcomes": {t: [found.get(t, {}).get(r, (None,))[0] for r in last] for t in test_ids},
+        }
+
     def runner_promotions(self) -> dict[str, Verdict]:
         """Each runner's own verdict, when the scope is every runner: the suite may be stable
         on a2-8 and not on a2-1, and the move upstream is decided per runner size."""

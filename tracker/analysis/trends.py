@@ -17,7 +17,8 @@ from sqlmodel import Session
 
 from tracker.analysis.history import RunRow
 from tracker.analysis.rates import FAILED_FIRST
-from tracker.models import Case, Result, Run
+from tracker.models import Case, Environment, Result, Run
+from tracker.queries import environment_dict
 from tracker.records import FAILING, FLAKY, PASSED, RUN_RUNNING
 
 
@@ -100,3 +101,25 @@ def outcomes(session: Session, test_ids: list[int], run_ids: list[int]) -> dict[
         for test_id, run_id, outcome, quarantined in session.execute(query).all():
             out[test_id][run_id] = (outcome, quarantined)
     return dict(out)
+
+
+def environments(session: Session, runner: int, limit: int = 500) -> list[dict[str, Any]]:
+    """The runner's environments over time, newest first: each stretch of its recent runs
+    (any suite) that ran in one probed environment, with its first and last run."""
+    query = (
+        select(Run.id, Run.started_at, Environment)
+        .outerjoin(Environment, Environment.id == Run.environment_id)
+        .where(Run.runner_id == runner)
+        .order_by(Run.started_at.desc(), Run.id.desc())
+        .limit(limit)
+    )
+    out: list[dict[str, Any]] = []
+    for run_id, started_at, env in session.execute(query).all():
+        key = env.id if env else None
+        if out and out[-1]["key"] == key:
+            out[-1].update(first_run=run_id, first_at=started_at, runs=out[-1]["runs"] + 1)
+            continue
+        out.append({"key": key, "environment": environment_dict(env), "runs": 1,
+                    "first_run": run_id, "first_at": started_at,
+                    "last_run": run_id, "last_at": started_at})  # fmt: skip
+    return [{k: v for k, v in e.items() if k != "key"} for e in out]

@@ -9,12 +9,12 @@ from tracker.web.views import (
     overview,
     promotion,
     run,
+    runner,
+    search,
     suite,
     test,
     trends,
 )
 
-routers = [
-    m.router
-    for m in (overview, suite, trends, grid, lists, run, test, flaky, promotion, kernel, cluster)
-]
+PAGES = (overview, suite, trends, grid, lists, run, runner, search, test, flaky, promotion)
+routers = [m.router for m in (*PAGES, kernel, cluster)]

@@ -47,6 +47,7 @@ def data(
         "in_window": len(everything),
         "broken": broken,
         "deselect": "\n".join(quarantine.deselect_lines(quarantine.active(session, suite))),
+        "recent": scope.recent([f.test_id for f in flaky]),
         "polluters": queries.investigations(session, ids),
         "bisected": queries.investigations(session, ids, "bisect"),
     }
@@ -62,4 +63,4 @@ def flaky_page(
     q: str | None = tables.TextQ,
     sort: str | None = tables.SortQ,
 ) -> Response:
-    return page(request, "flaky.html", data(session, settings, suite, days, q, sort))
+    return page(request, "flaky.html", data(session, settings, suite, days, q, sort), table="flaky")

@@ -48,6 +48,7 @@ def data(
         "tests": tables.sort_filter(stats, q, sort, COLUMNS, lambda s: s.nodeid),
         "ids": {s.nodeid: s.test_id for s in stats},
         "clusters": [c for c in scope.clusters() if c.tests & names],
+        "recent": scope.recent([s.test_id for s in stats]),
     }
 
 
@@ -63,4 +64,4 @@ def kernel_page(
     sort: str | None = tables.SortQ,
 ) -> Response:
     found = data(session, settings, suite, kernel, days, q, sort)
-    return page(request, "kernel.html", found)
+    return page(request, "kernel.html", found, table="tests")

@@ -4,6 +4,7 @@ results, a page at a time."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -14,11 +15,13 @@ from sqlmodel import Session
 from tracker import queries
 from tracker.analysis.changes import run_changes
 from tracker.analysis.clusters import signature
+from tracker.analysis.report import Scope
+from tracker.config import Settings
 from tracker.records import FINAL_OUTCOMES
 from tracker.runner.artifacts import outputs
 from tracker.validate import MAX_ID
 from tracker.web import svg, tables
-from tracker.web.deps import RowId, SessionDep
+from tracker.web.deps import RowId, SessionDep, SettingsDep
 from tracker.web.render import page
 
 router = APIRouter(include_in_schema=False)
@@ -36,8 +39,26 @@ def timed(session: Session, run: dict[str, Any]) -> list[dict[str, Any]]:
     return times
 
 
+def _results(
+    session: Session, run_id: int, filters: dict[str, Any], limit: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The run's results that the filters keep, `limit` from the filters' offset."""
+    sort = filters.get("sort")
+    return queries.run_results(
+        session,
+        run_id,
+        outcome=filters.get("outcome"),
+        kernel=filters.get("kernel"),
+        text=filters.get("q"),
+        sort=sort if sort in queries.RESULT_ORDER else "problems",
+        limit=limit,
+        offset=filters.get("offset", 0),
+    )
+
+
 def data(
     session: Session,
+    settings: Settings,
     run: dict[str, Any],
     times: list[dict[str, Any]],
     filters: dict[str, Any],
@@ -48,17 +69,7 @@ def data(
     for f in queries.failing_attempts(session, run_id):
         groups[signature(f["message"])].append(f)
     changes = run_changes(session, run, against)
-    sort = filters.get("sort")
-    results, total = queries.run_results(
-        session,
-        run_id,
-        outcome=filters.get("outcome"),
-        kernel=filters.get("kernel"),
-        text=filters.get("q"),
-        sort=sort if sort in queries.RESULT_ORDER else "problems",
-        limit=PAGE,
-        offset=filters.get("offset", 0),
-    )
+    results, total = _results(session, run_id, filters, PAGE)
     shown = ("new_failures", "fixed", "new_flaky")  # the page links the first 20 of each
     named = [n for k in shown for n in (changes or {}).get(k, [])[:20]]
     return {
@@ -76,6 +87,9 @@ def data(
         "offset": filters.get("offset", 0),
         "page": PAGE,
         "ids": queries.test_ids(session, run["suite"], named),
+        "recent": Scope(session, settings, run["suite"], run["runner"]).recent(
+            [r["test_id"] for r in results]
+        ),
     }
 
 
@@ -84,6 +98,7 @@ def run_page(
     request: Request,
     run_id: RowId,
     session: SessionDep,
+    settings: SettingsDep,
     outcome: str | None = Query(None, pattern=f"^({'|'.join(FINAL_OUTCOMES)})?$"),
     kernel: str | None = Query(None, max_length=200),
     q: str | None = tables.TextQ,
@@ -94,6 +109,11 @@ def run_page(
     run = queries.run_info(session, run_id)
     times = timed(session, run)
     filters = {"outcome": outcome, "kernel": kernel, "q": q, "sort": sort, "offset": offset}
-    found = data(session, run, times, filters, against)
+    found = data(session, settings, run, times, filters, against)
     slots = svg.timeline(times, {id(a) for a in found["longest"]})
-    return page(request, "run.html", found, {"slots": slots})
+
+    def every_result() -> Iterator[dict[str, Any]]:  # the CSV: all of them, a page at a time
+        for start in range(0, found["total_results"], 1000):
+            yield from _results(session, run_id, {**filters, "offset": start}, 1000)[0]
+
+    return page(request, "run.html", found, {"slots": slots}, "results", every_result)

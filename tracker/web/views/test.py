@@ -13,12 +13,14 @@ from tracker import quarantine, queries
 from tracker.analysis.report import Scope
 from tracker.analysis.stats import wilson
 from tracker.config import Settings
-from tracker.records import FAILING
+from tracker.records import FAILING, NOT_RUN, SKIPPED
 from tracker.web import svg
 from tracker.web.deps import RowId, SessionDep, SettingsDep
 from tracker.web.render import page
+from tracker.words import seconds
 
 router = APIRouter(include_in_schema=False)
+NO_TIME = (NOT_RUN, SKIPPED)  # a time that is not the test's: it did not run
 
 
 def data(session: Session, settings: Settings, test_id: int) -> dict[str, Any]:
@@ -62,4 +64,12 @@ def test_page(
         }
         for h in found["history"]
     ]
-    return page(request, "test.html", found, {"history_strip": svg.strip(squares)})
+    timed = [h for h in found["history"] if h["outcome"] not in NO_TIME]
+    longest = max((h["duration"] for h in timed), default=0)
+    durations = svg.line_chart(
+        [(f"{h['started_at']:%m-%d}", h["duration"]) for h in timed],
+        y_format=seconds,
+        unit=60 if longest >= 120 else 1,
+    )
+    view = {"history_strip": svg.strip(squares), "durations": durations if timed else None}
+    return page(request, "test.html", found, view, "history")
