@@ -53,6 +53,15 @@ PAGES = [
     "/suites/transformers/flaky?days=90&q=mlp&sort=flips",
     "/suites/transformers/kernels/mlp",
     "/suites/transformers/kernels/mlp?days=30&sort=-rate&q=falcon",
+    "/suites/transformers/trends",
+    "/suites/transformers/trends?days=7&runner=a2-910b4",
+    "/suites/transformers/grid",
+    "/suites/transformers/grid?runner=gha-910b4",
+    "/suites/transformers/kernels",
+    "/suites/transformers/clusters?days=90",
+    "/runners/a2-910b4",
+    "/search?q=rope",
+    "/search?q=OutOfResources&suite=transformers&runner=a2-910b4&since=2020-01-01",
     "/docs",
 ]
 
@@ -98,7 +107,7 @@ def test_quarantined_failures_are_in_plain_sight(client):
     assert "Promotion criterion: Not met: " in overview
     assert "Promotion criterion: Not met: " in client.get("/suites/transformers").text
     cards = overview.split('class="card"')[1:]
-    card = next(c for c in cards if "on a2-910b4" in c)
+    card = next(c for c in cards if ">a2-910b4</a>" in c)
     assert "1 quarantined failure" in card
     assert "1 quarantined failure" in client.get("/suites/transformers").text
     api = client.get("/api/v1/runs/4").json()
@@ -635,3 +644,75 @@ def test_the_suite_trend_and_the_api_count_the_same_days(client):
     page = client.get("/suites/transformers?days=7").text
     assert "<h2>Daily green runs (7 days)</h2>" in page
     assert client.get("/api/v1/suites/nope/daily").status_code == 404
+
+
+def test_the_grid_shows_each_failing_test_night_by_night(client):
+    grid = client.get("/suites/transformers/grid?runner=a2-910b4&format=json").json()
+    assert [r["commit"] for r in grid["runs"]] == ["c0", "c1", "c2", "c3"]  # oldest left
+    rows = {t["nodeid"]: t["outcomes"] for k in grid["kernels"] for t in k["tests"]}
+    assert rows["test/transformers/test_mlp.py::test_falcon[bf16]"] == [
+        "failed", "passed", "failed", "passed",
+    ]  # fmt: skip
+    assert rows["test/transformers/test_rope.py::test_rope[fp32]"][2:] == ["failed", "failed"]
+    assert "test/transformers/test_rms_norm.py::test_rms[fp32]" not in rows  # never failed
+    page = client.get("/suites/transformers/grid?runner=a2-910b4").text
+    # each cell links to its run, filtered to the test, and says its outcome without colour
+    assert '/runs/3?q=test%2Ftransformers%2Ftest_mlp.py%3A%3Atest_falcon%5Bbf16%5D"' in page
+    assert 'title="failed · run 3">✗</a>' in page
+    csv_rows = client.get("/suites/transformers/grid?runner=a2-910b4&format=csv").text
+    assert csv_rows.splitlines()[0] == "kernel,nodeid,verdict,run 1,run 2,run 3,run 4"
+
+
+def test_trends_count_each_run_and_each_kernel(client):
+    trends = client.get("/suites/transformers/trends?runner=a2-910b4&format=json").json()
+    nights = trends["nights"]
+    assert [(n["failing"], n["ran"]) for n in nights] == [(1, 4), (1, 4), (2, 4), (1, 4)]
+    assert nights[0]["test_pass_rate"] == 0.75
+    mlp = next(k for k in trends["kernels"] if k["kernel"] == "mlp")
+    assert [(r["passed"], r["ran"]) for r in mlp["runs"]] == [(0, 1), (1, 1), (0, 1), (1, 1)]
+    assert mlp["pass_rate"] == 0.5 and trends["kernels"][0]["pass_rate"] <= 0.5  # lowest first
+    page = client.get("/suites/transformers/trends?runner=a2-910b4").text
+    assert page.count('<svg class="chart"') == 5 and page.count('<svg class="spark"') >= 4
+
+
+def test_search_finds_tests_messages_and_commits_with_filters(client):
+    found = client.get("/search?q=rope&format=json").json()
+    rope = "test/transformers/test_rope.py::test_rope[fp32]"
+    assert [t["nodeid"] for t in found["tests"]] == [rope]
+    assert {k["kernel"] for k in found["kernels"]} == {"rope"}
+    messages = client.get("/search?q=rope 0.0&format=json").json()["failures"]
+    assert sorted(m["message"] for m in messages) == ["rope 0.029", "rope 0.031"]
+    other = client.get("/search?q=rope 0.0&runner=gha-910b4&format=json").json()
+    assert other["failures"] == []  # that runner never saw it
+    later = client.get("/search?q=rope 0.0&since=2999-01-01&format=json").json()
+    assert later["failures"] == []
+    commits = client.get("/search?q=c2&format=json").json()["runs"]
+    assert [r["commit"] for r in commits] == ["c2"]
+    literal = client.get("/search?q=%25&format=json").json()  # % is a character, not a wildcard
+    assert literal["tests"] == [] and literal["runs"] == []
+    assert client.get("/search?q=" + "x" * 201).status_code == 422
+
+
+def test_every_table_is_also_csv_with_the_page_filters(client):
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(client.get("/runs/6?format=csv").text)))
+    run = client.get("/runs/6?format=json").json()
+    assert len(rows) == run["total_results"]
+    failed = client.get("/runs/6?format=csv&outcome=failed").text.splitlines()
+    assert len(failed) - 1 == run["run"]["counts"]["failed"]
+    evil = client.get("/search?q=evil&format=csv").text
+    assert "<script>" not in evil or evil.count('"') > 0  # quoted, never run
+    formula = client.get("/suites/transformers/kernels?format=csv")
+    assert formula.headers["content-type"].startswith("text/csv")
+    assert "attachment" in formula.headers["content-disposition"]
+    assert client.get("/?format=csv").status_code == 400  # the overview has no one table
+
+
+def test_the_runner_page_names_the_days_it_ran_nothing(client):
+    runner = client.get("/runners/a2-910b4?format=json").json()
+    assert runner["suites"] == ["transformers"] and len(runner["runs"]) == 4
+    assert len(runner["days_without_run"]) == 30 - 4  # one run a day, the last four days
+    assert runner["environments"][0]["runs"] == 4  # JUnit files: one unprobed stretch
+    assert client.get("/runners/nobody").status_code == 404
