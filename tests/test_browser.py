@@ -68,6 +68,13 @@ PAGES = {
     "test": "/tests/2",
     "kernel": "/suites/transformers/kernels/mlp",
     "flaky-7-days": "/suites/transformers/flaky?days=7&sort=-rate",
+    "trends": "/suites/transformers/trends",
+    "trends-a2-8": "/suites/transformers/trends?runner=a2-8&days=30",
+    "grid": "/suites/transformers/grid",
+    "kernels": "/suites/transformers/kernels",
+    "clusters": "/suites/transformers/clusters",
+    "runner": "/runners/a2-910b4",
+    "search": "/search?q=rope",
     "api-docs": "/docs",
 }
 
@@ -148,3 +155,35 @@ def test_the_cards_and_the_kernel_table_need_no_sideways_scroll(browser, base_ur
     line = names.first.bounding_box()["height"]
     assert all(names.nth(i).bounding_box()["height"] <= 2.5 * line for i in range(names.count()))
     page.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_chart_label_is_cut(browser, base_url, width):
+    """Every text of every chart lies inside its chart as drawn: the run-duration chart cut
+    its last date ("11-30 14:0")."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    outside = """[...document.querySelectorAll('svg.chart, svg.timeline')].flatMap(svg => {
+        const box = svg.getBoundingClientRect();
+        return [...svg.querySelectorAll('text')].filter(t => {
+            const r = t.getBoundingClientRect();
+            return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+        }).map(t => t.textContent);
+    })"""
+    charts = 0
+    paths = ("/suites/transformers", PAGES["trends"], PAGES["trends-a2-8"], "/tests/2", "/runs/6")
+    for path in paths:
+        page.goto(base_url + path)
+        charts += page.locator("svg.chart").count()
+        assert page.evaluate(outside) == [], f"{path} at {width} px"
+    assert charts >= 12
+    page.close()
+
+
+def test_the_grid_links_each_cell_to_its_run(page, base_url):
+    page.goto(base_url + PAGES["grid"])
+    cell = page.locator("table.grid a.cell", has_text="✗").first
+    title = cell.get_attribute("title")
+    cell.click()
+    assert "/runs/" in page.url and "q=" in page.url and title.startswith("failed")
+    assert page.locator("#results tbody tr").count() == 1  # the test, in that run
+    assert page.errors == []
