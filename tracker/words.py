@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 
 def seconds(value: float | None) -> str:
-    """A duration a person reads: 0.04 s, 12.3 s, 4 min 12 s, 1 h 3 min."""
+    """A duration a person reads: 0.04 s, 12.3 s, 4 min 12 s, 8 min, 1 h 3 min, 2 h."""
     if value is None:
         return "–"
     if value < 10:
@@ -15,8 +15,10 @@ def seconds(value: float | None) -> str:
     if value < 60:
         return f"{value:.0f} s"
     if value < 3600:
-        return f"{int(value // 60)} min {int(value % 60)} s"
-    return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+        rest = int(value % 60)
+        return f"{int(value // 60)} min" + (f" {rest} s" if rest else "")
+    rest = int(value % 3600 // 60)
+    return f"{int(value // 3600)} h" + (f" {rest} min" if rest else "")
 
 
 def moment(value: str | datetime | None, tz: str = "UTC") -> str:

@@ -46,6 +46,9 @@ SYMBOLS = {
 }
 
 
+CHAR = 6  # px: about a character of the charts' 10 px labels
+
+
 def nice_top(value: float, unit: float = 1.0) -> float:
     """The axis top people read at a glance: 1, 2, 4, 5 or 10 times a power of ten (in
     `unit`s: 60 gives whole minutes) at or above `value`; its half is as round."""
@@ -106,7 +109,9 @@ def line_chart(
         segments[-1].append((round(x, 1), round(y, 1)))
         dots.append({"x": round(x, 1), "y": round(y, 1), "title": f"{label}: {y_format(v)}"})
     shown = [i for i in range(n) if n <= 8 or i % max(1, n // 6) == 0 or i == n - 1]
-    if len(shown) > 2 and shown[-1] - shown[-2] < max(1, n // 6) // 2:
+    # the last label ends at its point: the one before needs its whole width and half its own
+    gap = 1.5 * max((len(label) for label, _ in points), default=0) * CHAR + 4
+    if len(shown) > 2 and (shown[-1] - shown[-2]) * step < gap:
         shown.pop(-2)  # the last label would run into the one before
     labels = [
         {
