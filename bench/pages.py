@@ -71,6 +71,15 @@ def paths(last: int) -> list[str]:
         "/suites/transformers/promotion",
         "/badge/transformers.svg?metric=promotion",
         f"/api/v1/runs/{last}",
+        "/suites/transformers/trends",
+        "/suites/transformers/trends?days=90",
+        "/suites/transformers/grid",
+        "/suites/transformers/kernels",
+        "/suites/transformers/clusters",
+        "/runners/a2-910b4",
+        "/search?q=test_case[1234]",
+        "/search?q=mismatch 0.5",
+        f"/runs/{last}?format=csv",
     ]
 
 
