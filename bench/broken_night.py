@@ -26,7 +26,7 @@ from fastapi.testclient import TestClient
 from tracker import store
 from tracker.analysis.report import cache
 from tracker.config import Settings
-from tracker.db import session_scope
+from tracker.db import migrate, session_scope
 from tracker.records import AttemptRecord, RunRecord
 from tracker.web.app import create_app
 
@@ -35,6 +35,7 @@ def build(settings: Settings, tests: int, broken: bool) -> None:
     rng = random.Random(5)
     nodeids = [f"test/transformers/test_k{i % 40:02d}.py::test_case[{i}]" for i in range(tests)]
     now = datetime.now(UTC)
+    migrate(settings.database_url)
     with session_scope(settings.database_url) as session:
         for night in range(14):
             last = night == 13

@@ -32,7 +32,7 @@ from sqlalchemy import func, select
 from tracker import store
 from tracker.analysis.report import Scope, cache
 from tracker.config import Settings
-from tracker.db import session_scope
+from tracker.db import migrate, session_scope
 from tracker.ingest import load_run
 from tracker.models import Result, Run
 from tracker.records import RunRecord
@@ -213,6 +213,7 @@ def timing(
 ) -> None:
     """Verdict + flaky list over days x per_night x tests, against a plain count of the rows."""
     settings = Settings(database_url=f"sqlite:///{work / 'timing.db'}", data_dir=work)
+    migrate(settings.database_url)
     nodeids = [f"test/transformers/test_k{i % 40:02d}.py::test_case[{i}]" for i in range(tests)]
     rng = random.Random(1)
     from tracker.records import AttemptRecord
@@ -282,6 +283,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         settings = Settings(database_url=f"sqlite:///{work / 'corpus.db'}", data_dir=work)
+        migrate(settings.database_url)
         truth = truth_table(args.tests, args.nights, rng)
         t0 = time.perf_counter()
         runs = build(settings, truth, args.nights, rng, work, args.ci_share)

@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 
 from tracker import store
 from tracker.config import Settings
-from tracker.db import session_scope
+from tracker.db import migrate, session_scope
 from tracker.models import Result
 from tracker.records import AttemptRecord, RunRecord
 from tracker.web.app import create_app
@@ -33,6 +33,7 @@ def build(settings: Settings, nights: int, tests: int) -> None:
     rng = random.Random(3)
     nodeids = [f"test/transformers/test_k{i % 40:02d}.py::test_case[{i}]" for i in range(tests)]
     now = datetime.now(UTC)
+    migrate(settings.database_url)
     with session_scope(settings.database_url) as session:
         for night in range(nights):
             attempts = []

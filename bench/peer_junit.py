@@ -21,7 +21,7 @@ from pathlib import Path
 import defusedxml.ElementTree as SafeET
 
 from tracker import store
-from tracker.db import session_scope
+from tracker.db import migrate, session_scope
 from tracker.ingest import IngestError, load_run
 
 
@@ -54,6 +54,7 @@ def main() -> int:
     tally = {"stored": 0, "rejected": 0, "traceback": 0}
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/peer.db"
+        migrate(url)
         for path in files:
             try:
                 record = load_run(path, suite=path.stem[:200], runner="peer")

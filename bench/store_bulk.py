@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tracker import store
-from tracker.db import session_scope
+from tracker.db import migrate, session_scope
 from tracker.records import AttemptRecord, RunRecord
 
 N = 10_000
@@ -41,6 +41,7 @@ def record() -> RunRecord:
 
 def tracker_store(db: Path) -> float:
     rec = record()
+    migrate(f"sqlite:///{db}")
     with session_scope(f"sqlite:///{db}") as session:
         t0 = time.perf_counter()
         store.save_run(session, rec)
