@@ -686,6 +686,8 @@ def test_search_finds_tests_messages_and_commits_with_filters(client):
     assert other["failures"] == []  # that runner never saw it
     later = client.get("/search?q=rope 0.0&since=2999-01-01&format=json").json()
     assert later["failures"] == []
+    on_c3 = client.get("/search?q=rope 0.0&commit=c3&format=json").json()["failures"]
+    assert [m["message"] for m in on_c3] == ["rope 0.029"]  # the failures seen on that commit
     commits = client.get("/search?q=c2&format=json").json()["runs"]
     assert [r["commit"] for r in commits] == ["c2"]
     literal = client.get("/search?q=%25&format=json").json()  # % is a character, not a wildcard

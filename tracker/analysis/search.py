@@ -29,6 +29,7 @@ def search(
     runner: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    commit: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     pattern = _like(text)
     cases = select(Case.id, Case.nodeid, Case.kernel, Suite.name).join(
@@ -55,6 +56,9 @@ def search(
     if runner:
         runs = runs.where(Runner.name == runner)
         failures = failures.where(Runner.name == runner)
+    if commit:  # a commit's runs: the failures seen on it
+        runs = runs.where(Run.commit.like(f"{commit}%"))
+        failures = failures.where(Run.commit.like(f"{commit}%"))
     for bound, op in ((since, "__ge__"), (until, "__lt__")):
         if bound is not None:
             runs = runs.where(getattr(Run.started_at, op)(bound))

@@ -28,6 +28,7 @@ def search_page(
     runner: str | None = Query(None, max_length=200),
     since: date | None = Query(None, description="first day (the configured time zone)"),
     until: date | None = Query(None, description="last day, included"),
+    commit: str | None = Query(None, max_length=100, pattern=r"^[\w.:/-]*$"),
 ) -> Response:
     tz = ZoneInfo(settings.timezone)
     start = datetime.combine(since, time(), tz) if since else None
@@ -39,8 +40,9 @@ def search_page(
         "runner": runner,
         "since": since,
         "until": until,
+        "commit": commit,
         "suites": sorted({s for s, _ in queries.suite_runner_pairs(session)}),
         "runners": sorted({r for _, r in queries.suite_runner_pairs(session)}),
-        **(search(session, text, suite, runner, start, end) if text else {}),
+        **(search(session, text, suite, runner, start, end, commit) if text else {}),
     }
     return page(request, "search.html", found, table="failures")
