@@ -30,8 +30,8 @@ from tracker.db import session_scope
 from tracker.ingest import IngestError, read_results
 from tracker.models import Case, Run, Suite
 from tracker.records import RunRecord
+from tracker.recovery import HOST, keep_recovering
 from tracker.runner import jail
-from tracker.service import HOST, keep_recovering
 from tracker.web.app import create_app
 
 TOKEN = "hostile-tests-token-0123456789"
@@ -531,7 +531,7 @@ def test_a_survivor_closes_a_dead_schedulers_run(settings, client, tmp_path):
 
 
 def test_runs_elsewhere_close_when_their_heartbeat_lapses(settings):
-    from tracker.service import recover
+    from tracker.recovery import recover
 
     now = datetime.now(UTC)
     lapsed = _running(settings, "other-host", 1, now - timedelta(minutes=3))

@@ -21,7 +21,7 @@ from tracker import push, scheduler
 from tracker.config import SchedulerConfig, Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.models import Result, Run, Runner, RunRequest, RunSlot, Suite
-from tracker.service import HOST, recover
+from tracker.recovery import HOST, recover
 
 TOKEN = "trigger-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -195,14 +195,17 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: httpx.post(base, headers=AUTH), range(8)))
         codes = sorted(a.status_code for a in answers)  # 409: running or queued already
-        assert set(codes) <= {202, 409} and codes.count(202) <= 1
-        assert wait_until(
+        said = [a.text[:200] for a in answers if a.status_code not in (202, 409)]
+        assert set(codes) <= {202, 409} and codes.count(202) <= 1, (codes, said)
+        done = wait_until(
             lambda: (
                 len([r for r in runs(settings) if r.status != "running"]) >= 3
                 and _requests_done(settings)
             ),
             120,
         )
+        logs_now = [(tmp_path / f"p{i}.log").read_text()[-1500:] for i in range(3)]
+        assert done, ([(r.id, r.status) for r in runs(settings)], logs_now)
     finally:
         for p in procs:
             p.terminate()

@@ -23,8 +23,9 @@ from apscheduler.schedulers.base import BaseScheduler
 from tracker import push, store
 from tracker.config import Settings
 from tracker.db import get_engine, migrate, session_scope
+from tracker.recovery import HOST, RECOVER_EVERY_S, recover
 from tracker.schedule import job_id, latest_slot, next_runs, trigger
-from tracker.service import HOST, RECOVER_EVERY_S, log, recover, run_and_store
+from tracker.service import log, run_and_store
 
 __all__ = ["build", "job_id", "latest_slot", "next_runs", "trigger"]
 

@@ -82,8 +82,9 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a configured suite now and store every result."""
+    from tracker.recovery import recover
     from tracker.runner.progress import RichReporter
-    from tracker.service import recover, run_and_store
+    from tracker.service import run_and_store
 
     settings = state.settings()
     try:
@@ -127,7 +128,7 @@ def polluter(
     Replays the order of the process where it failed, in fresh pytest processes on this runner,
     and bisects the tests that ran before it (delta debugging); each probe is repeated up to
     `analysis.polluter_tries` times. The result is stored and shown on the test page."""
-    from tracker.service import find_polluter
+    from tracker.investigate import find_polluter
 
     settings = state.settings()
     name = suite_name(suite)
@@ -169,8 +170,8 @@ def bisect_command(
     checkout, running the test alone `analysis.polluter_tries` times at each step; a skip, a
     collection error or a mixed result is reported as ambiguous, not guessed. Stored and shown
     on the test page."""
+    from tracker.investigate import find_first_bad
     from tracker.runner.bisect import BisectError
-    from tracker.service import find_first_bad
 
     settings = state.settings()
     name = suite_name(suite)
@@ -245,7 +246,7 @@ def runs(
     """Recent runs, newest first.
 
     Any run whose tracker died is closed first, keeping what it recorded."""
-    from tracker.service import recover
+    from tracker.recovery import recover
 
     settings = state.settings()
     recover(settings)

@@ -55,7 +55,7 @@ def serve(
     scheduler (if on) runs once, in the process that supervises the workers."""
     import uvicorn
 
-    from tracker.service import keep_recovering
+    from tracker.recovery import keep_recovering
     from tracker.web.app import create_app
 
     _logging()
