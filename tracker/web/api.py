@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 from fastapi import (
     APIRouter,
-    Depends,
     File,
     Form,
     HTTPException,
@@ -17,7 +16,6 @@ from fastapi import (
     Response,
     UploadFile,
 )
-from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
@@ -31,13 +29,20 @@ from tracker.ingest.pushed import decode, read_pushed
 from tracker.records import RUN_FORMAT
 from tracker.schedule import next_runs
 from tracker.validate import MAX_ID, InvalidRecord
-from tracker.web.deps import NOT_FOUND, Problem, RowId, SessionDep, SettingsDep
+from tracker.web.deps import (
+    NOT_FOUND,
+    Problem,
+    RowId,
+    RunnerQ,
+    ScopeDep,
+    SessionDep,
+    SettingsDep,
+    SuiteName,
+)
 from tracker.web.render import plain
 from tracker.web.views import test as test_view
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
-
-RunnerQ = Annotated[str | None, Query(max_length=200)]
 
 
 class RunOut(BaseModel):
@@ -95,7 +100,6 @@ class RunDetailOut(BaseModel):
 PAGE_MAX = 1000
 LimitQ = Annotated[int, Query(ge=1, le=PAGE_MAX)]
 OffsetQ = Annotated[int, Query(ge=0, le=2**31)]
-SuiteName = Annotated[str, FastPath(min_length=1, max_length=100)]
 
 
 class RunsOut(BaseModel):
@@ -186,20 +190,6 @@ def run_changes(
 def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     """The test page's data: verdict and evidence, history, polluter search, first bad commit."""
     return plain(test_view.data(session, settings, test_id))
-
-
-def get_scope(
-    suite: SuiteName,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: RunnerQ = None,
-    days: Annotated[int | None, Query(ge=1, le=365)] = None,
-) -> Scope:
-    """The analysis of a suite (optionally one runner) over a window of days."""
-    return Scope(session, settings, suite, runner, days)
-
-
-ScopeDep = Annotated[Scope, Depends(get_scope)]
 
 
 @router.get("/suites/{suite}/flaky", responses=NOT_FOUND)

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 from pydantic import BaseModel
 from sqlmodel import Session
 
+from tracker.analysis.report import Scope
 from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
 from tracker.validate import MAX_ID
@@ -74,3 +75,21 @@ class Problem(BaseModel):
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "no such run, test, suite or runner"}
 }
+
+
+SuiteName = Annotated[str, PathParam(min_length=1, max_length=100)]
+RunnerQ = Annotated[str | None, Query(max_length=200, description="one runner; default: all")]
+
+
+def get_scope(
+    suite: SuiteName,
+    session: SessionDep,
+    settings: SettingsDep,
+    runner: RunnerQ = None,
+    days: Annotated[int | None, Query(ge=1, le=365, description="the window in days")] = None,
+) -> Scope:
+    """The analysis of a suite (optionally one runner) over a window of days."""
+    return Scope(session, settings, suite, runner, days)
+
+
+ScopeDep = Annotated[Scope, Depends(get_scope)]

@@ -9,24 +9,18 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from sqlmodel import Session
 
 from tracker.analysis.report import Scope
-from tracker.config import Settings
-from tracker.web import tables
-from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web.deps import ScopeDep
 from tracker.web.render import page
 
 router = APIRouter(include_in_schema=False)
 MAX_RUNS, MAX_TESTS = 40, 300  # columns and rows shown; the rest is said, not drawn
 
 
-def data(
-    session: Session, settings: Settings, suite: str, runner: str | None, days: int | None
-) -> dict[str, Any]:
-    scope = Scope(session, settings, suite, runner, days)
+def data(scope: Scope) -> dict[str, Any]:
     every = scope.nights()
     nights = every[-MAX_RUNS:]
     troubled = [s for s in scope.stats().values() if s.failures]
@@ -47,8 +41,8 @@ def data(
             }
         )
     return {
-        "suite": suite,
-        "runner": runner,
+        "suite": scope.suite,
+        "runner": scope.runner,
         "days": scope.days,
         "runs": [
             {"id": n.run_id, "started_at": n.started_at, "commit": n.commit, "status": n.status}
@@ -76,15 +70,8 @@ def rows(found: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @router.get("/suites/{suite}/grid")
-def grid_page(
-    request: Request,
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: str | None = Query(None, max_length=200),
-    days: int | None = tables.DaysQ,
-) -> Response:
-    found = data(session, settings, suite, runner, days)
+def grid_page(request: Request, scope: ScopeDep) -> Response:
+    found = data(scope)
     links = {
         t["test_id"]: [
             f"/runs/{run['id']}?q={quote(t['nodeid'][-200:], safe='')}" for run in found["runs"]

@@ -2,46 +2,30 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from typing import Any
+
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tracker.analysis.report import Scope
-from tracker.web import tables
-from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web.deps import ScopeDep
 from tracker.web.render import page
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/suites/{suite}/kernels")
-def kernels_page(
-    request: Request,
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: str | None = Query(None, max_length=200),
-    days: int | None = tables.DaysQ,
-) -> Response:
-    scope = Scope(session, settings, suite, runner, days)
-    found = {"suite": suite, "runner": runner, "days": scope.days, "kernels": scope.kernels()}
-    return page(request, "kernels.html", found, table="kernels")
+def kernels_page(request: Request, scope: ScopeDep) -> Response:
+    found = {**_about(scope), "kernels": scope.kernels()}
+    return page(request, "list.html", found, {"what": "kernels"}, "kernels")
 
 
 @router.get("/suites/{suite}/clusters")
-def clusters_page(
-    request: Request,
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: str | None = Query(None, max_length=200),
-    days: int | None = tables.DaysQ,
-) -> Response:
-    scope = Scope(session, settings, suite, runner, days)
-    found = {
-        "suite": suite,
-        "runner": runner,
-        "days": scope.days,
-        "clusters": scope.clusters(),
-        "cascade_min": settings.analysis.cascade_min,
-    }
-    return page(request, "clusters.html", found, table="clusters")
+def clusters_page(request: Request, scope: ScopeDep) -> Response:
+    cascade = scope.settings.analysis.cascade_min
+    found = {**_about(scope), "clusters": scope.clusters(), "cascade_min": cascade}
+    return page(request, "list.html", found, {"what": "clusters"}, "clusters")
+
+
+def _about(scope: Scope) -> dict[str, Any]:
+    return {"suite": scope.suite, "runner": scope.runner, "days": scope.days}

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from sqlmodel import Session
 
 from tracker.analysis.report import Scope
-from tracker.config import Settings
-from tracker.web import svg, tables
-from tracker.web.deps import SessionDep, SettingsDep
+from tracker.web import svg
+from tracker.web.deps import ScopeDep
 from tracker.web.render import page
 from tracker.words import seconds
 
 router = APIRouter(include_in_schema=False)
 
 
-def data(
-    session: Session, settings: Settings, suite: str, runner: str | None, days: int | None
-) -> dict[str, Any]:
-    scope = Scope(session, settings, suite, runner, days)
+def data(scope: Scope) -> dict[str, Any]:
     nights = scope.nights()
     by_kernel = scope.kernel_trend()
     kernels = []
@@ -42,8 +37,8 @@ def data(
     # the kernels that moved most first: lowest over the window, then by name
     kernels.sort(key=lambda k: (k["pass_rate"] if k["pass_rate"] is not None else 2, k["kernel"]))
     return {
-        "suite": suite,
-        "runner": runner,
+        "suite": scope.suite,
+        "runner": scope.runner,
         "days": scope.days,
         "nights": nights,
         "daily": scope.daily(scope.days),
@@ -56,15 +51,8 @@ def _label(night: Any) -> str:
 
 
 @router.get("/suites/{suite}/trends")
-def trends_page(
-    request: Request,
-    suite: str,
-    session: SessionDep,
-    settings: SettingsDep,
-    runner: str | None = Query(None, max_length=200),
-    days: int | None = tables.DaysQ,
-) -> Response:
-    found = data(session, settings, suite, runner, days)
+def trends_page(request: Request, scope: ScopeDep) -> Response:
+    found = data(scope)
     nights = found["nights"]
     longest = max((n.seconds or 0 for n in nights), default=0)
     charts = {
