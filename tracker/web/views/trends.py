@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tracker.analysis.report import Scope
+from tracker.analysis.trends import Night
 from tracker.web import svg
 from tracker.web.deps import ScopeDep
 from tracker.web.render import page
@@ -34,7 +35,7 @@ def data(scope: Scope) -> dict[str, Any]:
                 "runs": [{"run_id": r, "passed": p, "ran": n} for r, p, n in rates],
             }
         )
-    # the kernels that moved most first: lowest over the window, then by name
+    # the kernels in trouble first: the lowest pass rate over the window, then by name
     kernels.sort(key=lambda k: (k["pass_rate"] if k["pass_rate"] is not None else 2, k["kernel"]))
     return {
         "suite": scope.suite,
@@ -46,7 +47,7 @@ def data(scope: Scope) -> dict[str, Any]:
     }
 
 
-def _label(night: Any) -> str:
+def _label(night: Night) -> str:
     return night.started_at.strftime("%m-%d")
 
 
