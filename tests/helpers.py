@@ -96,7 +96,8 @@ def _in_process(cwd: Path, args: list[str], env: dict[str, str | None]):
         finally:
             sys.argv = argv
             os.chdir(before)
-        sys.stdout.flush(), sys.stderr.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
         out, error = stdout.getvalue().decode(), stderr.getvalue().decode()
     return subprocess.CompletedProcess(["tracker", *args], code, out, error)
 

@@ -34,6 +34,7 @@ def search_page(
     start = datetime.combine(since, time(), tz) if since else None
     end = datetime.combine(until + timedelta(days=1), time(), tz) if until else None
     text = q.strip()
+    pairs = queries.suite_runner_pairs(session)
     found: dict[str, Any] = {
         "q": text,
         "suite": suite,
@@ -41,8 +42,8 @@ def search_page(
         "since": since,
         "until": until,
         "commit": commit,
-        "suites": sorted({s for s, _ in queries.suite_runner_pairs(session)}),
-        "runners": sorted({r for _, r in queries.suite_runner_pairs(session)}),
+        "suites": sorted({s for s, _ in pairs}),
+        "runners": sorted({r for _, r in pairs}),
         **(search(session, text, suite, runner, start, end, commit) if text else {}),
     }
     return page(request, "search.html", found, table="failures")
