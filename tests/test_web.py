@@ -715,6 +715,14 @@ def test_every_table_is_also_csv_with_the_page_filters(client):
 def test_the_runner_page_names_the_days_it_ran_nothing(client):
     runner = client.get("/runners/a2-910b4?format=json").json()
     assert runner["suites"] == ["transformers"] and len(runner["runs"]) == 4
-    assert len(runner["days_without_run"]) == 30 - 4  # one run a day, the last four days
+    # one run a day, 4 to 1 days ago: from its first run's day to today, the days without one
+    # (today at least; those before its first run are not missed: it did not exist yet)
+    from datetime import UTC, date, datetime, timedelta
+
+    ran = {datetime.fromisoformat(r["started_at"]).astimezone(UTC).date() for r in runner["runs"]}
+    today = datetime.now(UTC).date()
+    span = [min(ran) + timedelta(days=i) for i in range((today - min(ran)).days + 1)]
+    missed = [date.fromisoformat(d) for d in runner["days_without_run"]]
+    assert missed == [d for d in span if d not in ran] and missed[-1] == today
     assert runner["environments"][0]["runs"] == 4  # JUnit files: one unprobed stretch
     assert client.get("/runners/nobody").status_code == 404

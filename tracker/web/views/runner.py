@@ -30,7 +30,9 @@ def data(session: Session, settings: Settings, runner: str, days: int | None) ->
     tz = ZoneInfo(settings.timezone)
     ran = {datetime.fromisoformat(r["started_at"]).astimezone(tz).date() for r in runs}
     today = local_day(datetime.now(UTC), tz)
+    # a day before the runner's first run is no missed day: it did not exist yet
     window = [today - timedelta(days=i) for i in range(days - 1, -1, -1)]
+    window = [d for d in window if ran and d >= min(ran)]
     return {
         "runner": runner,
         "days": days,
