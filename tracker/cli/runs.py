@@ -394,21 +394,30 @@ def plan_command(
                           "without_history": unknown}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
+    prose = {"soft_wrap": False}  # sentences wrap at words; test ids below stay whole
     out.print(
         f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
         f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}, "
-        f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)"
+        f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)",
+        **prose,
     )
-    out.print(f"predicted: the last test ends {predicted.end:.0f} s after the first starts")
+    out.print(
+        f"predicted: the last test ends {predicted.end:.0f} s after the first starts (from each "
+        "test's expected time, without tests slowing each other: cold nights on a GPU ran 2-5x "
+        "longer than predicted, bench/README.md)",
+        **prose,
+    )
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
     out.print(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
         f"evidence), {sum(t['seconds'] for t in fills):.0f} s in all; at once per device: "
-        + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
+        + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items())),
+        **prose,
     )
     out.print(
         f"{plural(len(tests) - len(fills), 'other test')} of {LONG:g} s or more; "
-        f"{plural(unknown, 'test')} without history"
+        f"{plural(unknown, 'test')} without history",
+        **prose,
     )
     done = [f"{m} min: {n:,}" for m, n in by_minute.items()]
     for i in range(0, len(done), 5):
