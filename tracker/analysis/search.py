@@ -16,12 +16,6 @@ from tracker.records import FAILING
 LIMIT = 50
 
 
-def _like(text: str) -> str:
-    """`text` as a LIKE pattern that matches it literally anywhere."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 def search(
     session: Session,
     text: str,
@@ -31,7 +25,6 @@ def search(
     until: datetime | None = None,
     commit: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    pattern = _like(text)
     cases = select(Case.id, Case.nodeid, Case.kernel, Suite.name).join(
         Suite, Suite.id == Case.suite_id
     )
@@ -47,7 +40,7 @@ def search(
         .join(Suite, Suite.id == Run.suite_id)
         .join(Runner, Runner.id == Run.runner_id)
         .where(Attempt.number == 1, Attempt.outcome.in_(sorted(FAILING)))
-        .where(Attempt.message.like(pattern, escape="\\"))
+        .where(Attempt.message.contains(text, autoescape=True))
     )
     if suite:
         cases = cases.where(Suite.name == suite)
@@ -57,25 +50,26 @@ def search(
         runs = runs.where(Runner.name == runner)
         failures = failures.where(Runner.name == runner)
     if commit:  # a commit's runs: the failures seen on it
-        runs = runs.where(Run.commit.like(f"{commit}%"))
-        failures = failures.where(Run.commit.like(f"{commit}%"))
+        runs = runs.where(Run.commit.startswith(commit, autoescape=True))
+        failures = failures.where(Run.commit.startswith(commit, autoescape=True))
     for bound, op in ((since, "__ge__"), (until, "__lt__")):
         if bound is not None:
             runs = runs.where(getattr(Run.started_at, op)(bound))
             failures = failures.where(getattr(Run.started_at, op)(bound))
     tests = session.execute(
-        cases.where(Case.nodeid.like(pattern, escape="\\")).order_by(Case.nodeid).limit(LIMIT)
+        cases.where(Case.nodeid.contains(text, autoescape=True)).order_by(Case.nodeid).limit(LIMIT)
     ).all()
     kernels = session.execute(
         select(Suite.name, Case.kernel, func.count())
         .join(Suite, Suite.id == Case.suite_id)
-        .where(Case.kernel.like(pattern, escape="\\"), *([Suite.name == suite] if suite else []))
+        .where(Case.kernel.contains(text, autoescape=True))
+        .where(*([Suite.name == suite] if suite else []))
         .group_by(Suite.name, Case.kernel)
         .order_by(Case.kernel)
         .limit(LIMIT)
     ).all()
     commits = session.execute(
-        runs.where(Run.commit.like(pattern, escape="\\"))
+        runs.where(Run.commit.contains(text, autoescape=True))
         .order_by(Run.started_at.desc())
         .limit(LIMIT)
     ).all()

@@ -97,17 +97,20 @@ def line_chart(
     n = len(points)
     inner_w, inner_h = width - pad_l - pad_r, height - pad_t - pad_b
     step = inner_w / max(1, n - 1)
-    segments: list[list[tuple[float, float]]] = [[]]
-    dots = []
-    for i, (label, v) in enumerate(points):
-        if v is None:
-            if segments[-1]:
-                segments.append([])
-            continue
-        x = pad_l + i * step if n > 1 else pad_l + inner_w / 2
-        y = pad_t + inner_h * (1 - min(v, top) / top)
-        segments[-1].append((round(x, 1), round(y, 1)))
-        dots.append({"x": round(x, 1), "y": round(y, 1), "title": f"{label}: {y_format(v)}"})
+    at = [
+        None
+        if v is None
+        else (
+            round(pad_l + i * step if n > 1 else pad_l + inner_w / 2, 1),
+            round(pad_t + inner_h * (1 - min(v, top) / top), 1),
+        )
+        for i, (_, v) in enumerate(points)
+    ]
+    dots = [
+        {"x": xy[0], "y": xy[1], "title": f"{label}: {y_format(v)}"}
+        for (label, v), xy in zip(points, at, strict=True)
+        if xy is not None and v is not None
+    ]
     shown = [i for i in range(n) if n <= 8 or i % max(1, n // 6) == 0 or i == n - 1]
     # the last label ends at its point: the one before needs its whole width and half its own
     gap = 1.5 * max((len(label) for label, _ in points), default=0) * CHAR + 4
@@ -124,7 +127,7 @@ def line_chart(
     return {
         "width": width,
         "height": height,
-        "polylines": [" ".join(f"{x},{y}" for x, y in seg) for seg in segments if seg],
+        "polylines": _polylines(at),
         "dots": dots,
         "labels": labels,
         "y_top": y_format(top),
@@ -202,11 +205,21 @@ def sparkline(values: list[float | None], width: int = 120, height: int = 24) ->
     it says the number)."""
     n = len(values)
     step = (width - 4) / max(1, n - 1)
-    segments: list[list[str]] = [[]]
-    for i, v in enumerate(values):
-        if v is None:
-            segments.append([])
-            continue
-        x = 2 + i * step if n > 1 else width / 2
-        segments[-1].append(f"{x:.1f},{2 + (height - 4) * (1 - v):.1f}")
-    return {"width": width, "height": height, "polylines": [" ".join(s) for s in segments if s]}
+    at = [
+        None
+        if v is None
+        else (round(2 + i * step if n > 1 else width / 2, 1), round(2 + (height - 4) * (1 - v), 1))
+        for i, v in enumerate(values)
+    ]
+    return {"width": width, "height": height, "polylines": _polylines(at)}
+
+
+def _polylines(at: list[tuple[float, float] | None]) -> list[str]:
+    """SVG polyline points through `at`, in order; a None leaves a gap."""
+    lines: list[list[str]] = [[]]
+    for xy in at:
+        if xy is None:
+            lines.append([])
+        else:
+            lines[-1].append(f"{xy[0]},{xy[1]}")
+    return [" ".join(line) for line in lines if line]
