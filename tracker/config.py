@@ -132,6 +132,9 @@ class SchedulerConfig(_Strict):
     poll_seconds: float = Field(default=5, gt=0, le=3600)  # how often `run now` requests are read
     # results (tests and attempts) of runs older than this are pruned; runs and counts stay
     retention_days: int | None = Field(default=None, ge=1)
+    # a runner whose suite has not started for this long is shown in red, its status badge says
+    # "no run for N days" (the nightly premise: a day and a half is a missed night)
+    missed_after_hours: float = Field(default=36, gt=0, le=24 * 365)
 
 
 class PushConfig(_Strict):
@@ -141,6 +144,47 @@ class PushConfig(_Strict):
     timeout_seconds: float = Field(default=60, gt=0, le=3600)
     # a failed push is tried again after 30 s, then twice as long each time, up to this
     max_backoff_minutes: float = Field(default=60, gt=0, le=24 * 60)
+
+
+ALERT_LEVELS = ("info", "warning", "critical")  # a destination takes its level and above
+
+
+class AlertConfig(_Strict):
+    """One place alerts go. The webhook's address usually holds a token, so it is never in the
+    config file: `url_env` names the environment variable that holds it, and the address is
+    shown nowhere (pages, logs, errors name the destination instead)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+    format: Literal["json", "slack", "feishu", "wecom", "dingtalk", "file"]
+    url_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
+    path: Path | None = None  # format "file": JSON lines appended here, for cron and mail
+    suites: list[str] = Field(default_factory=list)  # empty: every suite
+    level: Literal["info", "warning", "critical"] = "warning"
+
+    @model_validator(mode="after")
+    def _where(self) -> AlertConfig:
+        if self.format == "file" and self.path is None:
+            raise ValueError(f"alert {self.name!r}: format 'file' needs a path")
+        if self.format != "file" and not self.url_env:
+            raise ValueError(f"alert {self.name!r}: format {self.format!r} needs url_env")
+        return self
+
+    def url(self) -> str | None:
+        """The webhook's address, from the environment; None when the variable is unset."""
+        return os.environ.get(self.url_env) if self.url_env else None
+
+    def wants(self, suite: str, level: str) -> bool:
+        at_least = ALERT_LEVELS.index(level) >= ALERT_LEVELS.index(self.level)
+        return at_least and (not self.suites or suite in self.suites)
+
+
+class GitHubConfig(_Strict):
+    """Where `tracker report --file-issue` opens issues (the token: TRACKER_GITHUB_TOKEN)."""
+
+    repo: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    api_url: str = Field(default="https://api.github.com", pattern=r"^https?://")
+    # a filed test's issue gets one comment once the test has passed this many runs in a row
+    healthy_runs: int = Field(default=5, ge=1, le=365)
 
 
 class Settings(BaseSettings):
@@ -163,6 +207,9 @@ class Settings(BaseSettings):
     # the central server's token, for pushing runs to it (TRACKER_PUSH_TOKEN)
     push_token: str | None = Field(default=None, repr=False)
     push: PushConfig = Field(default_factory=PushConfig)
+    alerts: list[AlertConfig] = Field(default_factory=list)
+    github: GitHubConfig = Field(default_factory=GitHubConfig)
+    github_token: str | None = Field(default=None, repr=False)  # TRACKER_GITHUB_TOKEN
     upload_max_mb: int = Field(default=64, ge=1, le=1024)  # a request body, compressed or not
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)

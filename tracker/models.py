@@ -247,3 +247,48 @@ class Outbox(SQLModel, table=True):
     last_error: str | None = Field(default=None, max_length=500)
     pushed_at: datetime | None = None
     remote_id: int | None = None  # the run's id on the central server
+
+
+class Alert(SQLModel, table=True):
+    """What changed, worked out once: after a stored run (its `run_id`), or a missed night.
+    `key` names the event ("run:12", "missed:suite:runner:2026-12-01"), so it is made once however
+    often it is looked for. The run page, the API and every destination read these `events`."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(unique=True, max_length=600)
+    suite: str = Field(max_length=200)
+    runner: str = Field(max_length=200)
+    run_id: int | None = _fk("run.id", nullable=True)
+    created_at: datetime
+    level: str = Field(max_length=16)  # the most severe of its events
+    events: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+
+
+class AlertDelivery(SQLModel, table=True):
+    """One alert to one configured destination: the alerts' outbox, as `Outbox` is the runs'."""
+
+    __tablename__ = "alert_delivery"
+
+    alert_id: int | None = Field(
+        default=None,
+        sa_column=Column(Integer, ForeignKey("alert.id", ondelete="CASCADE"), primary_key=True),
+    )
+    destination: str = Field(primary_key=True, max_length=100)
+    tries: int = 0
+    next_try_at: datetime
+    last_error: str | None = Field(default=None, max_length=500)
+    sent_at: datetime | None = None
+
+
+class IssueLink(SQLModel, table=True):
+    """An issue filed upstream from a report (`tracker report --file-issue`): its subject (a
+    test's nodeid, "kernel:NAME" or "promotion") and where it lives."""
+
+    __tablename__ = "issue_link"
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(max_length=200)
+    subject: str = Field(max_length=1_100)
+    url: str = Field(max_length=500)
+    created_at: datetime
+    commented_at: datetime | None = None  # the healthy streak's comment, once

@@ -9,10 +9,13 @@ from sqlalchemy import and_, case, func, select
 from sqlmodel import Session
 
 from tracker.models import (
+    Alert,
+    AlertDelivery,
     Attempt,
     Case,
     Environment,
     Investigation,
+    IssueLink,
     Quarantine,
     Result,
     Run,
@@ -554,3 +557,68 @@ def order_suspects(session: Session, run_id: int) -> list[str]:
         .order_by(Attempt.id)
     ).scalars()
     return list(rows)
+
+
+def run_investigations(session: Session, run_id: int) -> list[tuple[str, dict[str, Any]]]:
+    """The polluter searches that replayed run `run_id`'s order and found something: what its
+    alert says ("polluter", {"text", "tests"})."""
+    rows = session.execute(
+        select(Investigation, Case.nodeid)
+        .join(Case, Case.id == Investigation.test_id)
+        .where(Investigation.run_id == run_id)
+        .order_by(Investigation.id)
+    ).all()
+    out = []
+    for inv, nodeid in rows:
+        culprits = inv.details.get("culprits") or []
+        if culprits:
+            text = f"{nodeid} fails after {' + '.join(culprits[:3])} ({inv.verdict})"
+            out.append((inv.kind, {"text": text, "tests": [nodeid, *culprits]}))
+    return out
+
+
+def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
+    """The events worked out when run `run_id` was stored, with where they were sent."""
+    alert = session.execute(select(Alert).where(Alert.run_id == run_id)).scalars().first()
+    if alert is None:
+        return None
+    sent = session.execute(
+        select(AlertDelivery).where(AlertDelivery.alert_id == alert.id)
+    ).scalars()
+    return {
+        "level": alert.level,
+        "events": alert.events,
+        "deliveries": [
+            {"destination": d.destination, "sent_at": _iso(d.sent_at), "tries": d.tries}
+            for d in sent
+        ],
+    }
+
+
+def due_deliveries(session: Session, now: datetime) -> list[tuple[AlertDelivery, Alert]]:
+    """Unsent alert deliveries whose next try is due, oldest alert first."""
+    return list(
+        session.execute(
+            select(AlertDelivery, Alert)
+            .join(Alert, Alert.id == AlertDelivery.alert_id)
+            .where(AlertDelivery.sent_at.is_(None), AlertDelivery.next_try_at <= now)
+            .order_by(Alert.id, AlertDelivery.destination)
+        ).all()
+    )
+
+
+def last_run_started(session: Session, suite: str, runner: str) -> datetime | None:
+    """When the suite last started on the runner (any status): what a missed night is read from."""
+    return session.execute(
+        select(func.max(Run.started_at))
+        .join(Suite, Suite.id == Run.suite_id)
+        .join(Runner, Runner.id == Run.runner_id)
+        .where(Suite.name == suite, Runner.name == runner)
+    ).scalar()
+
+
+def issue_links(session: Session, suite: str | None = None) -> list[IssueLink]:
+    query = select(IssueLink).order_by(IssueLink.id)
+    if suite is not None:
+        query = query.where(IssueLink.suite == suite)
+    return list(session.execute(query).scalars())

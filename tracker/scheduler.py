@@ -20,7 +20,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 
-from tracker import push, store
+from tracker import alerts, push, store
 from tracker.config import Settings
 from tracker.db import get_engine, migrate, session_scope
 from tracker.recovery import HOST, RECOVER_EVERY_S, recover
@@ -173,6 +173,15 @@ def build(
             jobstore="local",
             replace_existing=True,
         )
+    scheduler.add_job(
+        alerts.tick,
+        "interval",
+        seconds=RECOVER_EVERY_S,
+        args=[settings],
+        id="alerts",
+        jobstore="local",
+        replace_existing=True,
+    )
     scheduler.add_job(
         prune,
         "interval",

@@ -8,7 +8,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from tracker import push, queries, store
+from tracker import alerts, push, queries, store
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
 from tracker.investigate import search_suspects
@@ -82,4 +82,5 @@ def run_and_store(
     )
     push.push_after_run(settings, saved.id)
     search_suspects(settings, suite, saved.id)
+    alerts.after_run(settings, saved.id)
     return saved

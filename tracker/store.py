@@ -21,10 +21,13 @@ from tracker import quarantine
 from tracker.db import upsert
 from tracker.models import (
     ENV_COLUMNS,
+    Alert,
+    AlertDelivery,
     Attempt,
     Case,
     Environment,
     Investigation,
+    IssueLink,
     Outbox,
     Quarantine,
     Result,
@@ -347,6 +350,72 @@ def push_failed(
         row.next_try_at = datetime.now(UTC) + wait(row.tries)
         session.commit()
         return row.tries
+
+
+def add_alert(
+    session: Session,
+    key: str,
+    where: tuple[str, str, int | None],
+    level: str,
+    events: list[dict[str, Any]],
+    destinations: list[str],
+) -> int | None:
+    """Keep an alert (`where`: suite, runner, run id) and queue it for `destinations`, once per
+    `key`: a second call with the same key (two schedulers, a retried hook) adds nothing and
+    returns None."""
+    suite, runner, run_id = where
+    now = datetime.now(UTC)
+    with _WRITE_LOCK:
+        found = session.execute(
+            upsert(session, Alert)
+            .values(key=key, suite=suite, runner=runner, run_id=run_id, created_at=now,
+                    level=level, events=events)
+            .on_conflict_do_nothing(index_elements=["key"])
+            .returning(Alert.id)
+        ).first()  # fmt: skip
+        if found is None:
+            session.rollback()
+            return None
+        for name in destinations:
+            session.add(AlertDelivery(alert_id=found[0], destination=name, next_try_at=now))
+        session.commit()
+        return found[0]
+
+
+def alert_sent(session: Session, alert_id: int, destination: str) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            update(AlertDelivery)
+            .where(AlertDelivery.alert_id == alert_id, AlertDelivery.destination == destination)
+            .values(sent_at=datetime.now(UTC), last_error=None)
+        )
+        session.commit()
+
+
+def alert_failed(
+    session: Session, alert_id: int, destination: str, error: str, wait: timedelta
+) -> None:
+    with _WRITE_LOCK:
+        row = session.get(AlertDelivery, (alert_id, destination))
+        if row is not None:
+            row.tries += 1
+            row.last_error = error[:500]
+            row.next_try_at = datetime.now(UTC) + wait * 2 ** min(row.tries - 1, 20)
+            session.commit()
+
+
+def add_issue_link(session: Session, suite: str, subject: str, url: str) -> None:
+    with _WRITE_LOCK:
+        session.add(IssueLink(suite=suite, subject=subject, url=url, created_at=datetime.now(UTC)))
+        session.commit()
+
+
+def issue_commented(session: Session, link_id: int) -> None:
+    with _WRITE_LOCK:
+        session.execute(
+            update(IssueLink).where(IssueLink.id == link_id).values(commented_at=datetime.now(UTC))
+        )
+        session.commit()
 
 
 def quarantine_test(session: Session, suite_id: int, nodeid: str, reason: str, by: str) -> None:

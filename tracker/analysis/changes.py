@@ -6,15 +6,18 @@ device and flaky on another). The run page, the suite page and the API read the 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session
 
 from tracker import queries
-from tracker.analysis.flaky import HISTORY_RUNS, NO_DATA
+from tracker.analysis.flaky import BROKEN, FLAKY_VERDICT, HISTORY_RUNS, NO_DATA, STABLE
+from tracker.analysis.kernels import KERNEL_FAILING, KERNEL_NOT_RUN, KERNEL_STABLE
 from tracker.analysis.report import Scope
 from tracker.config import Settings
 from tracker.records import FAILING, FLAKY
+from tracker.words import plural
 
 # what a maintainer asks when failures begin: did the stack under the kernels change?
 ENVIRONMENT_KEYS = (
@@ -93,3 +96,86 @@ def compare_runners(
         if sum(s["enough"] for s in side.values()) > 1 and len(judged) > 1:
             differing.append({"test_id": test_id, "nodeid": names[test_id], "sides": side})
     return sorted(differing, key=lambda row: row["nodeid"])[:100]
+
+
+# What a run changed, as events: one list for the run page, the API and every alert destination.
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+EVENTS_LISTED = 20  # names listed per event; the rest are counted
+
+
+def _event(kind: str, level: str, text: str, tests: list[str] | None = None) -> dict[str, Any]:
+    tests = tests or []
+    more = len(tests) - EVENTS_LISTED
+    return {
+        "kind": kind,
+        "level": level,
+        "text": text,
+        "tests": tests[:EVENTS_LISTED],
+        "more": max(more, 0),
+    }
+
+
+def _states(scope: Scope) -> tuple[dict[str, str], dict[str, bool], dict[str, str], bool]:
+    """Each test's verdict and quarantine, each kernel's status, the promotion verdict."""
+    stats = scope.stats().values()
+    verdicts = {s.nodeid: s.verdict for s in stats}
+    quarantined = {s.nodeid: s.quarantined for s in stats}
+    kernels = {k.kernel: k.status for k in scope.kernels()}
+    return verdicts, quarantined, kernels, scope.promotion().met
+
+
+def run_events(session: Session, settings: Settings, run_id: int) -> list[dict[str, Any]]:
+    """What run `run_id` changed for its suite and runner: new failures and fixes against the run
+    before; tests newly flaky or broken, quarantined tests grown healthy, kernels whose status
+    moved and the promotion verdict, read from the analysis just before the run and with it; the
+    polluter searches and bisects made for it. Worked out once, when the run is stored
+    (`alerts.record_run`): the analysis of a later day would answer differently."""
+    run = queries.run_info(session, run_id)
+    started = datetime.fromisoformat(run["started_at"])
+    ended = datetime.fromisoformat(run["finished_at"] or run["started_at"])
+    scope = lambda now: Scope(session, settings, run["suite"], run["runner"], now=now)  # noqa: E731
+    before = _states(scope(started - timedelta(microseconds=1)))
+    after = _states(scope(max(ended, started) + timedelta(seconds=1)))
+    (v0, _, k0, met0), (v1, q1, k1, met1) = before, after
+    events: list[dict[str, Any]] = []
+    changed = run_changes(session, run)
+    if changed:
+        if changed["new_failures"]:
+            n = len(changed["new_failures"])
+            events.append(
+                _event("new_failures", WARNING, f"{n} new failures", changed["new_failures"])
+            )
+        if changed["fixed"]:
+            fixed = changed["fixed"]
+            events.append(_event("fixed", INFO, f"{plural(len(fixed), 'test')} fixed", fixed))
+    for verdict, kind, level in (
+        (FLAKY_VERDICT, "newly_flaky", WARNING),
+        (BROKEN, "newly_broken", CRITICAL),
+    ):
+        moved = sorted(n for n, v in v1.items() if v == verdict and v0.get(n) != verdict)
+        if moved:
+            events.append(
+                _event(kind, level, f"{plural(len(moved), 'test')} newly {verdict}", moved)
+            )
+    healthy = sorted(n for n, v in v1.items() if q1.get(n) and v == STABLE and v0.get(n) != STABLE)
+    if healthy:
+        text = f"{plural(len(healthy), 'quarantined test')} stable again: release?"
+        events.append(_event("quarantine_healthy", INFO, text, healthy))
+    for kernel in sorted(k1):
+        was, now = k0.get(kernel, KERNEL_NOT_RUN), k1[kernel]
+        if was != now and now != KERNEL_NOT_RUN and (was, now) != (KERNEL_NOT_RUN, KERNEL_STABLE):
+            level = CRITICAL if now == KERNEL_FAILING else INFO
+            text = f"kernel {kernel}: {was.replace('_', ' ')} → {now}"
+            events.append(_event("kernel", level, text))
+    if met0 != met1:
+        text = "promotion criterion met" if met1 else "promotion criterion no longer met"
+        events.append(_event("promotion", INFO if met1 else CRITICAL, text))
+    for kind, found in queries.run_investigations(session, run_id):
+        events.append(_event(kind, WARNING, found["text"], found["tests"]))
+    return events
+
+
+def level_of(events: list[dict[str, Any]]) -> str:
+    """The most severe level among `events` (info when there are none)."""
+    order = (INFO, WARNING, CRITICAL)
+    return max((e["level"] for e in events), key=order.index, default=INFO)

@@ -13,7 +13,7 @@ import typer
 from rich.padding import Padding
 from rich.text import Text
 
-from tracker import queries, store
+from tracker import alerts, queries, store
 from tracker.cli.app import (
     EXIT_FAILED,
     EXIT_INFRA,
@@ -233,6 +233,7 @@ def ingest(
     with session_scope(settings.database_url) as session:
         saved = store.save_run(session, record)
         detail = queries.run_detail(session, saved.id)
+    alerts.after_run(settings, saved.id)
     _print_run(detail, as_json)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import (
     APIRouter,
+    BackgroundTasks,
     File,
     Form,
     HTTPException,
@@ -19,7 +20,7 @@ from fastapi import (
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from tracker import queries, store
+from tracker import alerts, queries, store
 from tracker.analysis import changes, history
 from tracker.analysis.report import Scope
 from tracker.config import ConfigError, Settings
@@ -278,6 +279,8 @@ WRITE = {
 def upload(
     suite: SuiteName,
     session: SessionDep,
+    settings: SettingsDep,
+    background: BackgroundTasks,
     file: Annotated[
         UploadFile,
         File(
@@ -307,6 +310,7 @@ def upload(
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
     saved = store.save_run(session, record)
+    background.add_task(alerts.after_run, settings, saved.id)  # after the answer
     return queries.run_detail(session, saved.id, limit=PAGE_MAX)
 
 
@@ -341,12 +345,17 @@ class PushedOut(BaseModel):
         }
     },
 )
-async def push(request: Request, response: Response, settings: SettingsDep) -> dict[str, Any]:
+async def push(
+    request: Request, response: Response, settings: SettingsDep, background: BackgroundTasks
+) -> dict[str, Any]:
     """Store a whole run pushed by a runner's tracker (`tracker push`), with its reruns, process
     order, environment and status. Idempotent: the run's store and id there are stored once."""
     body = await request.body()  # bounded by the write guard
     gzipped = request.headers.get("content-encoding", "").lower() == "gzip"
-    return await run_in_threadpool(_store_pushed, settings, body, gzipped, response)
+    stored = await run_in_threadpool(_store_pushed, settings, body, gzipped, response)
+    if stored["created"]:
+        background.add_task(alerts.after_run, settings, stored["id"])
+    return stored
 
 
 def _store_pushed(

@@ -12,6 +12,8 @@ from fastapi.responses import JSONResponse, Response
 from tracker.analysis.report import Scope, cache
 from tracker.queries import list_runs
 from tracker.records import RUN_RUNNING
+from tracker.schedule import overdue
+from tracker.words import plural
 
 
 class Metric(StrEnum):
@@ -94,6 +96,13 @@ def etag(body: str) -> str:
 
 
 def cached(scope: Scope, metric: Metric) -> Badge:
+    """The status badge says first when the runner has missed nights: that turns with the clock,
+    not with the stored state the cache is keyed by, so it is read anew each time (one query)."""
+    if metric == Metric.status:
+        latest = list_runs(scope.session, scope.suite, scope.runner, 1)
+        days = overdue(latest[0]["started_at"], scope.settings, scope.now) if latest else None
+        if days:
+            return Badge(scope.suite, f"no run for {plural(days, 'day')}", RED)
     return cache.get(
         scope, ("badge", metric), lambda: make(scope, scope.suite, scope.runner, metric)
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,7 +14,7 @@ from tracker.analysis.kernels import KERNEL_FAILING
 from tracker.analysis.report import Scope
 from tracker.config import Settings
 from tracker.records import status_text
-from tracker.schedule import next_runs
+from tracker.schedule import next_runs, overdue
 from tracker.web import svg
 from tracker.web.deps import SessionDep, SettingsDep
 from tracker.web.render import page
@@ -33,6 +34,7 @@ def run_square(run: dict[str, Any]) -> dict[str, Any]:
 
 def data(session: Session, settings: Settings) -> dict[str, Any]:
     upcoming = next_runs(settings)
+    now = datetime.now(UTC)
     cards = []
     for suite, runner in queries.suite_runner_pairs(session):
         scope = Scope(session, settings, suite, runner)
@@ -43,6 +45,7 @@ def data(session: Session, settings: Settings) -> dict[str, Any]:
                 "suite": suite,
                 "runner": runner,
                 "last": runs[0] if runs else None,
+                "overdue_days": overdue(runs[0]["started_at"], settings, now) if runs else None,
                 "runs": runs,
                 "verdict": verdict,
                 "days_left": (verdict.earliest - verdict.today).days if verdict.earliest else None,

@@ -72,9 +72,12 @@ def data(
     results, total = _results(session, run_id, filters, PAGE)
     shown = ("new_failures", "fixed", "new_flaky")  # the page links the first 20 of each
     named = [n for k in shown for n in (changes or {}).get(k, [])[:20]]
+    alert = queries.run_alert(session, run_id)
+    named += [n for e in (alert or {}).get("events", []) for n in e["tests"]]
     return {
         "run": run,
         "changes": changes,
+        "alert": alert,
         "clusters": sorted(groups.items(), key=lambda kv: -len(kv[1])),
         "longest": sorted(times, key=lambda a: -a["duration"])[:12],
         "outputs": outputs(run["artifacts"]),
