@@ -622,3 +622,27 @@ def issue_links(session: Session, suite: str | None = None) -> list[IssueLink]:
     if suite is not None:
         query = query.where(IssueLink.suite == suite)
     return list(session.execute(query).scalars())
+
+
+def test_attempts(session: Session, test_id: int, run_ids: list[int]) -> dict[int, list[dict]]:
+    """Each of the runs' attempts of the test, in order: number, outcome, whether rerun alone,
+    and where the first ran (process, position): a report's evidence."""
+    rows = session.execute(
+        select(
+            Attempt.run_id,
+            Attempt.number,
+            Attempt.outcome,
+            Attempt.isolated,
+            Attempt.process,
+            Attempt.position,
+        )
+        .where(Attempt.test_id == test_id, Attempt.run_id.in_(set(run_ids)))
+        .order_by(Attempt.run_id, Attempt.number)
+    ).all()
+    out: dict[int, list[dict]] = {}
+    for run_id, number, outcome, isolated, process, position in rows:
+        out.setdefault(run_id, []).append(
+            {"number": number, "outcome": outcome, "isolated": isolated,
+             "process": process, "position": position}
+        )  # fmt: skip
+    return out

@@ -4,7 +4,7 @@ import sys
 
 from sqlalchemy.exc import DBAPIError
 
-from tracker.cli import analysis, runs, web  # noqa: F401  (registers the commands)
+from tracker.cli import analysis, report, runs, web  # noqa: F401  (registers the commands)
 from tracker.cli.app import EXIT_USAGE, app, err
 
 __all__ = ["app", "main"]

@@ -9,11 +9,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlmodel import Session
 
-from tracker import quarantine, queries
-from tracker.analysis.report import Scope
-from tracker.analysis.stats import wilson
+from tracker.analysis.testcase import test_data
 from tracker.config import Settings
-from tracker.records import FAILING, NOT_RUN, SKIPPED
+from tracker.records import NOT_RUN, SKIPPED
 from tracker.web import svg
 from tracker.web.deps import RowId, SessionDep, SettingsDep
 from tracker.web.render import page
@@ -24,29 +22,7 @@ NO_TIME = (NOT_RUN, SKIPPED)  # a time that is not the test's: it did not run
 
 
 def data(session: Session, settings: Settings, test_id: int) -> dict[str, Any]:
-    info = queries.case_info(session, test_id)
-    past = queries.case_history(session, test_id)
-    scope = Scope(session, settings, info["suite"])
-    stats = scope.stats().get(test_id)
-    polluter = queries.investigations(session, [test_id]).get(test_id)
-    quarantined = [
-        q for q in quarantine.listing(session, info["suite"]) if q["nodeid"] == info["nodeid"]
-    ]
-    names = [*(stats.ran_before if stats else []), *(polluter["culprits"] if polluter else [])]
-    return {
-        "test": info,
-        "days": scope.days,
-        "stats": stats,
-        "interval": wilson(stats.runs - stats.failures, stats.runs)
-        if stats and stats.runs
-        else None,
-        "quarantined": quarantined[0] if quarantined else None,
-        "history": past,
-        "failures": [h for h in reversed(past) if h["first"] in FAILING][:10],
-        "polluter": polluter,
-        "bisect": queries.investigations(session, [test_id], "bisect").get(test_id),
-        "ids": queries.test_ids(session, info["suite"], names),
-    }
+    return test_data(session, settings, test_id)
 
 
 @router.get("/tests/{test_id}")

@@ -1,0 +1,246 @@
+"""Issue-ready Markdown: what a maintainer pastes upstream about a test, a kernel or the
+promotion verdict. It says what the tracker knows and how it knows it (nights, attempts, reruns
+alone), what the failure looks like, where it ran, and the exact commands that reproduce it;
+what is not known is said so, never left out. The test page's report link and `tracker report`
+print the same text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from typing import Any
+
+from sqlmodel import Session
+
+from tracker import queries
+from tracker.analysis import history
+from tracker.analysis.clusters import signature
+from tracker.analysis.report import Scope
+from tracker.analysis.testcase import test_data
+from tracker.config import Settings
+from tracker.words import moment, plural, short_commit
+
+ENV_KEYS = ("device_model", "device_count", "driver", "cann", "torch", "torch_npu", "triton",
+            "python", "suite_package")  # fmt: skip
+MESSAGE_MAX = 600  # characters of the latest failure's message quoted
+
+
+def _code(text: str) -> str:
+    """Inline code that survives backticks in a test id."""
+    text = text.replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if fence == "`" else f"`` {text} ``"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _block(text: str) -> str:
+    fence = "~~~~" if "```" in text else "```"
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _pytest(settings: Settings, suite: str, nodeids: list[str]) -> str:
+    """The command that runs `nodeids` in this order, in one process, as the runner does."""
+    config = next((s for s in settings.suites if s.name == suite), None)
+    python = config.python if config else "python"
+    # the suite's options, not its paths: the nodeids name what runs
+    extra = [a for a in (config.args if config else []) if not (config.path / a).exists()]
+    command = [python, "-m", "pytest", "-p", "no:randomly", *extra]
+    where = f"cd {shlex.quote(str(config.path))}\n" if config else ""
+    return where + shlex.join([*command, *nodeids])
+
+
+def _environment(run: dict[str, Any] | None) -> str:
+    env = (run or {}).get("environment") or {}
+    rows = [(k, env[k]) for k in ENV_KEYS if env.get(k) not in (None, "")]
+    if not rows:
+        return "Not probed for the latest failing run: the environment is unknown."
+    return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {_cell(v)} |" for k, v in rows)])
+
+
+def test_report(session: Session, settings: Settings, test_id: int) -> str:
+    found = test_data(session, settings, test_id)
+    test, stats = found["test"], found["stats"]
+    nodeid, suite = test["nodeid"], test["suite"]
+    failures = found["failures"]
+    verdict = stats.verdict if stats else "no data"
+    out = [f"## {_code(nodeid)} is {verdict.replace('_', ' ')} in {suite}", ""]
+    if stats and stats.runs:
+        lo, hi = found["interval"]
+        held = " It is quarantined: its failures do not fail the nightly run."
+        out += [
+            f"**Verdict: {verdict}.** Its first attempt failed in "
+            f"{stats.failures} of {plural(stats.runs, 'run')} in the last {found['days']} days "
+            f"(pass rate {stats.pass_rate:.0%}, 95% interval {lo:.0%}-{hi:.0%}). "
+            f"Kernel: {_code(test['kernel'])}." + (held if stats.quarantined else ""),
+            "",
+        ]
+    else:
+        out += [f"**No runs of it in the last {found['days']} days:** no verdict.", ""]
+    out += ["### Evidence", ""]
+    attempts = queries.test_attempts(session, test_id, [h["run_id"] for h in failures])
+    if failures:
+        out += [
+            "| run | started | commit | runner | first attempt | in its process | rerun alone |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for h in failures:
+            tries = attempts.get(h["run_id"], [])
+            alone = [a["outcome"] for a in tries if a["isolated"]]
+            rerun = ", ".join(alone) or "not rerun"
+            where = tries[0] if tries else {}
+            place = (
+                f"process {where['process']}, test {where['position'] + 1}"
+                if where.get("position") is not None
+                else "–"
+            )
+            at = moment(h["started_at"], settings.timezone)
+            commit, runner = _cell(short_commit(h["commit"])), _cell(h["runner"])
+            out.append(
+                f"| #{h['run_id']} | {at} | {commit} | {runner} | {h['first']} | {place} | "
+                f"{rerun} |"
+            )
+        firsts = Counter(h["first"] or "not run" for h in found["history"])
+        said = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in firsts.most_common())
+        out += [
+            "",
+            f"Its first attempt in its last {plural(len(found['history']), 'run')}: {said}.",
+            "",
+        ]
+    else:
+        out += ["No failure stored.", ""]
+    messages = [h["message"] for h in failures if h.get("message")]
+    if messages:
+        common = Counter(signature(m) for m in messages).most_common(1)[0]
+        out += [
+            "### Failure",
+            "",
+            f"Signature, in {common[1]} of {plural(len(messages), 'failure')} listed:",
+            "",
+            _block(common[0]),
+            "",
+            "The latest message:",
+            "",
+            _block(messages[0][:MESSAGE_MAX]),
+            "",
+        ]
+    out += _order(session, settings, found, attempts)
+    latest = failures[0]["run_id"] if failures else None
+    run = queries.run_info(session, latest) if latest else None
+    out += ["### Environment", "", _environment(run), ""]
+    alone = _block(_pytest(settings, suite, [nodeid]))
+    out += ["### Reproduce", "", "Alone, in a fresh process:", "", alone, ""]
+    return "\n".join(out)
+
+
+def _order(
+    session: Session, settings: Settings, found: dict[str, Any], attempts: dict[int, list[dict]]
+) -> list[str]:
+    """Order dependence: the polluter search's answer, else what ran before it in the latest
+    failing process, with the commands that run them in that order in one process."""
+    stats, polluter, bisect = found["stats"], found["polluter"], found["bisect"]
+    nodeid, suite = found["test"]["nodeid"], found["test"]["suite"]
+    out: list[str] = []
+    if polluter and polluter.get("culprits"):
+        culprits = polluter["culprits"]
+        out += [
+            "### Order dependence",
+            "",
+            f"A polluter search (run #{polluter['run_id']}'s process order, replayed in fresh "
+            f"processes) found: **{polluter['verdict']}** "
+            + ", ".join(_code(c) for c in culprits) + ".",
+            "",
+            *(f"- {e}" for e in polluter.get("evidence", [])),
+            "",
+            "In this order, in one process, it fails:",
+            "",
+            _block(_pytest(settings, suite, [*culprits, nodeid])),
+            "",
+        ]  # fmt: skip
+    elif found["failures"]:
+        latest = found["failures"][0]["run_id"]
+        first = (attempts.get(latest) or [{}])[0]
+        before = []
+        if first.get("position") is not None:
+            before = history.ran_before(session, latest, first["process"], first["position"])
+        confirmed = stats is not None and stats.order_dependent
+        search = f"`tracker polluter {shlex.quote(nodeid)} --suite {shlex.quote(suite)}`"
+        out += [
+            "### Order",
+            "",
+            (
+                "Each failure passed when rerun alone in a fresh process: something that ran "
+                "before it in the same process makes it fail."
+                if confirmed
+                else "Not shown to depend on order: no failure of it passed a rerun alone."
+            )
+            + f" No polluter search is stored ({search} makes one).",
+            "",
+        ]
+        if before:
+            nearest = before[:5]
+            out += [
+                f"In run #{latest} it was test {first['position'] + 1} of its pytest process; "
+                f"the {plural(len(nearest), 'test')} right before it, nearest first:",
+                "",
+                *(f"- {_code(n)}" for n in nearest),
+                "",
+                f"The {plural(len(before), 'test')} before it in that process, then it, in that "
+                "order, in one process:",
+                "",
+                _block(_pytest(settings, suite, [*reversed(before), nodeid])),
+                "",
+            ]
+    if bisect and bisect.get("first_bad"):
+        out += [f"First bad commit (bisect): `{bisect['first_bad']}`.", ""]
+    elif stats and stats.broken_since:
+        out += [
+            f"Broken since commit `{stats.broken_since}` (last good `{stats.last_good}`); "
+            "not bisected yet.",
+            "",
+        ]
+    return out
+
+
+def kernel_report(session: Session, settings: Settings, suite: str, kernel: str) -> str:
+    scope = Scope(session, settings, suite)
+    row = next((k for k in scope.kernels() if k.kernel == kernel), None)
+    if row is None:
+        raise queries.NotFound(f"no kernel {kernel!r} in {suite} in the last {scope.days} days")
+    out = [
+        f"## Kernel {_code(kernel)} is {row.status.replace('_', ' ')} in {suite}",
+        "",
+        f"{plural(row.tests, 'test')}; {row.runs - row.failures} of {row.runs} executions passed "
+        f"in the last {scope.days} days.",
+        "",
+    ]
+    for title, names in (("Failing", row.failing), ("Flaky", row.flaky)):
+        if names:
+            out += [f"### {title}", "", *(f"- {_code(n)}" for n in names[:50]), ""]
+    return "\n".join(out)
+
+
+def promotion_report(session: Session, settings: Settings, suite: str, runner: str | None) -> str:
+    """The RFC's table: each part of the criterion, what is required, what was measured."""
+    scope = Scope(session, settings, suite, runner)
+    verdict = scope.promotion()
+    where = f" on {runner}" if runner else ""
+    out = [
+        f"## Promotion of {suite}{where}: {verdict.headline()}",
+        "",
+        "| criterion | required | measured | met |",
+        "| --- | --- | --- | --- |",
+    ]
+    for part in verdict.parts():
+        mark = "yes" if part["ok"] else "**no**"
+        out.append(
+            f"| {_cell(part['name'])} | {_cell(part['required'])} | "
+            f"{_cell('no runs' if part['measured'] is None else part['measured'])} | {mark} |"
+        )  # fmt: skip
+    flaky = verdict.unquarantined_flaky
+    if flaky:
+        out += ["", "Flaky and not quarantined:", "", *(f"- {_code(n)}" for n in flaky[:50])]
+    return "\n".join([*out, ""])
