@@ -25,6 +25,7 @@ from tracker import queries, store
 from tracker.analysis.changes import CRITICAL, level_of, run_events
 from tracker.config import AlertConfig, Settings
 from tracker.db import session_scope
+from tracker.issues import comment_healthy
 from tracker.schedule import latest_slot
 
 log = logging.getLogger("tracker")
@@ -33,11 +34,12 @@ TEXT_MAX = 4_000  # chat services cut or refuse longer messages
 _SENDING = threading.Lock()  # the run's hook and the scheduler's tick never send one twice
 
 
-def _queue(settings: Settings, key: str, where: tuple[str, str, int | None], events: list) -> None:
+def _queue(settings: Settings, key: str, where: tuple[str, str, int | None], events: list) -> bool:
+    """Keep the alert and queue it; False when one with this key was kept before."""
     level = level_of(events)
     names = [a.name for a in settings.alerts if a.wants(where[0], level)]
     with session_scope(settings.database_url) as session:
-        store.add_alert(session, key, where, level, events, names)
+        return store.add_alert(session, key, where, level, events, names) is not None
 
 
 def record_run(settings: Settings, run_id: int) -> list[dict[str, Any]]:
@@ -55,6 +57,9 @@ def after_run(settings: Settings, run_id: int) -> None:
     try:
         record_run(settings, run_id)
         send(settings)
+        with session_scope(settings.database_url) as session:
+            suite = queries.run_info(session, run_id)["suite"]
+        comment_healthy(settings, suite)
     except Exception:
         log.exception("alerts for run %s failed; the run is stored", run_id)
 
@@ -81,8 +86,8 @@ def missed_nights(settings: Settings, now: datetime | None = None) -> list[str]:
         text = f"no run of {suite.name} on {runner} for the {local} slot ({since})"
         event = {"kind": "missed_night", "level": CRITICAL, "text": text, "tests": [], "more": 0}
         key = f"missed:{suite.name}:{runner}:{slot.isoformat()}"
-        _queue(settings, key, (suite.name, runner, None), [event])
-        queued.append(key)
+        if _queue(settings, key, (suite.name, runner, None), [event]):
+            queued.append(key)
     return queued
 
 

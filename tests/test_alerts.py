@@ -1,0 +1,269 @@
+"""Alerts through a real HTTP receiver on 127.0.0.1: each format, a receiver that is down and
+comes back, a missed night, a secret that never shows; and the issue-ready report, filed to a
+fake GitHub API served the same way."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import helpers
+import pytest
+from helpers import junit, settings_for, tracker
+
+from tracker import alerts, queries, store
+from tracker.config import AlertConfig, GitHubConfig, SuiteConfig
+from tracker.db import session_scope
+from tracker.ingest import load_run
+from tracker.web.app import create_app
+
+SECRET = "T0KEN-s3cr3t-9f8e7d"
+HOSTILE = "t/test_b.py::test_<!channel>@all"
+
+
+class Receiver:
+    """A webhook on 127.0.0.1: keeps every body it takes; `answer` is the status it gives."""
+
+    def __init__(self) -> None:
+        self.got: list[dict] = []
+        self.paths: list[str] = []
+        self.answer = 200
+        self.reply = b'{"code": 0}'
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.answer < 300:
+                    receiver.got.append(json.loads(body))
+                    receiver.paths.append(self.path)
+                self.send_response(receiver.answer)
+                self.end_headers()
+                self.wfile.write(receiver.reply)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.handler = Handler
+        self.server: ThreadingHTTPServer | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def receiving() -> Iterator[Receiver]:
+    r = Receiver()
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+def _store(settings, tmp_path: Path, n: int, cases: dict, started: datetime | None = None) -> int:
+    path = tmp_path / f"night{n}.xml"
+    path.write_text(junit(cases))
+    record = load_run(path, suite="s", runner="r", started_at=started)
+    with session_scope(settings.database_url) as session:
+        return store.save_run(session, record).id
+
+
+def _nights(settings, tmp_path: Path) -> list[int]:
+    """A green night, then one where a test breaks: the second is worth an alert."""
+    ids = []
+    for n, outcome in enumerate(["passed", "failed"]):
+        cases = {"t/test_a.py::test_x": ("passed", None), HOSTILE: (outcome, "boom <@here>")}
+        ids.append(_store(settings, tmp_path, n, cases))
+        alerts.after_run(settings, ids[-1])
+    return ids
+
+
+@pytest.mark.parametrize("fmt", ["json", "slack", "feishu", "wecom", "dingtalk"])
+def test_each_format_reaches_a_real_receiver(tmp_path, monkeypatch, fmt):
+    with receiving() as r:
+        monkeypatch.setenv("HOOK", f"http://127.0.0.1:{r.port}/hook?key={SECRET}")
+        hook = AlertConfig(name="team", format=fmt, url_env="HOOK")
+        settings = settings_for(tmp_path, alerts=[hook], public_url="https://ci.example.org")
+        _first, second = _nights(settings, tmp_path)
+    assert len(r.got) == 1, r.got  # the green first night changed nothing worth a warning
+    body = r.got[0]
+    if fmt == "json":
+        assert body["id"] == f"run:{second}" and body["level"] == "critical"
+        kinds = {e["kind"] for e in body["events"]}
+        assert {"new_failures", "newly_broken", "kernel"} <= kinds
+        assert HOSTILE in body["events"][0]["tests"]  # JSON carries the id as it is
+        assert body["link"] == f"https://ci.example.org/runs/{second}"
+        return
+    text = {
+        "slack": lambda b: b["text"],
+        "feishu": lambda b: b["content"]["text"] if b["msg_type"] == "text" else None,
+        "wecom": lambda b: b["text"]["content"] if b["msgtype"] == "text" else None,
+        "dingtalk": lambda b: b["text"]["content"] if b["msgtype"] == "text" else None,
+    }[fmt](body)
+    assert f"s on r run #{second}" in text and "1 new failure" in text
+    assert "kernel b: stable → failing" in text
+    # an untrusted test id can mention no one and open no markup
+    assert "<" not in text and ">" not in text.replace("→", "")
+    if fmt != "slack":  # a robot's @mention; Slack's are <!channel>, escaped above
+        assert "@all" not in text
+    assert "test_" in text and "channel" in text
+
+
+def test_a_receiver_down_then_back_loses_nothing_and_sends_nothing_twice(
+    tmp_path, monkeypatch, caplog
+):
+    r = Receiver()
+    r.start()
+    monkeypatch.setenv("HOOK", f"http://127.0.0.1:{r.port}/hook?key={SECRET}")
+    settings = settings_for(
+        tmp_path, alerts=[AlertConfig(name="team", format="json", url_env="HOOK")]
+    )
+    r.stop()  # down: the address refuses connections
+    caplog.set_level(logging.INFO, logger="tracker")
+    ids = _nights(settings, tmp_path)
+    r.answer = 503  # up, but failing
+    r.start()
+    assert alerts.send(settings) == 0
+    with session_scope(settings.database_url) as session:
+        waiting = queries.run_alert(session, ids[1])["deliveries"]
+    assert waiting == [{"destination": "team", "sent_at": None, "tries": 2}]
+    assert alerts.send(settings, due_only=True) == 0  # backing off: not due yet
+    r.answer = 200  # back
+    assert alerts.send(settings) == 1
+    assert alerts.send(settings) == 0  # sent once: never again
+    alerts.after_run(settings, ids[1])  # the hook again for the same run: nothing new
+    assert [b["id"] for b in r.got] == [f"run:{ids[1]}"]
+    r.stop()
+    # the log says which destination failed and why, never its address
+    warnings = [rec.getMessage() for rec in caplog.records if "not sent" in rec.getMessage()]
+    assert warnings and all("team" in w for w in warnings)
+    assert SECRET not in caplog.text and "127.0.0.1" not in caplog.text
+
+
+def test_a_missed_night_is_an_alert_once_and_shows_red(tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    nightly = SuiteConfig(name="s", path=tmp_path, schedule="0 2 * * *")
+    settings = settings_for(
+        tmp_path, suites=[nightly], alerts=[AlertConfig(name="mail", format="file", path=out)]
+    )
+    settings.runner.name = "r"
+    three_days = datetime.now(UTC) - timedelta(days=3, hours=1)
+    _store(settings, tmp_path, 0, {"t/test_a.py::test_x": ("passed", None)}, three_days)
+    missed = alerts.missed_nights(settings)
+    assert len(missed) == 1 and missed[0].startswith("missed:s:r:")
+    assert alerts.missed_nights(settings) == []  # the same slot: once
+    assert alerts.send(settings) == 1
+    line = json.loads(out.read_text().splitlines()[0])
+    assert line["events"][0]["kind"] == "missed_night" and line["level"] == "critical"
+    assert "no run of s on r" in line["events"][0]["text"]
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/").text
+        assert 'class="stale"' in page and "no run for 3 days" in page
+        badge = client.get("/badge/s.json?metric=status&runner=r").json()
+        assert badge["message"] == "no run for 3 days" and badge["color"] == "#cf222e"
+    # a run today: not missed any more
+    _store(settings, tmp_path, 1, {"t/test_a.py::test_x": ("passed", None)})
+    with TestClient(create_app(settings)) as client:
+        assert "no run for" not in client.get("/").text
+
+
+def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("HOOK", f"http://127.0.0.1:9/hook?key={SECRET}")  # nothing listens
+    settings = settings_for(
+        tmp_path, alerts=[AlertConfig(name="team", format="slack", url_env="HOOK")]
+    )
+    caplog.set_level(logging.DEBUG)
+    _first, second = _nights(settings, tmp_path)
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client:
+        pages = [client.get(p).text for p in ("/", f"/runs/{second}", f"/api/v1/runs/{second}")]
+    assert "team (not sent yet" in pages[1] and "What this run changed" in pages[1]
+    for text in [
+        *pages,
+        caplog.text,
+        repr(settings),
+        json.dumps(settings.model_dump(), default=str),
+    ]:
+        assert SECRET not in text
+    with session_scope(settings.database_url) as session:
+        delivery = queries.run_alert(session, second)
+    assert delivery["deliveries"][0]["sent_at"] is None
+
+
+def test_report_is_markdown_and_files_an_issue_once(tmp_path):
+    settings = settings_for(tmp_path, helpers.cli_database or f"sqlite:///{tmp_path / 'cli.db'}")
+    db = settings.database_url
+    for n, outcome in enumerate(["passed", "failed", "passed", "failed"]):
+        cases = {"t/test_a.py::test_x": ("passed", None), HOSTILE: (outcome, "boom | `x`")}
+        _store(settings, tmp_path, n, cases)
+    shown = tracker(tmp_path, "report", HOSTILE, "--suite", "s")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "is flaky in s" in text and "failed in 2 of 4 runs" in text
+    assert "boom" in text and "### Reproduce" in text and "| #4 |" in text
+    promotion = tracker(tmp_path, "report", "--promotion", "--suite", "s").stdout
+    assert "| criterion | required | measured | met |" in promotion
+    with receiving() as r:
+        r.reply = b'{"html_url": "https://github.com/o/r/issues/7", "number": 7}'
+        r.answer = 201
+        # the CLI helper clears TRACKER_* variables: the token comes from the file here
+        config = (
+            f'github_token = "{SECRET}"\n[github]\nrepo = "o/r"\n'
+            f'api_url = "http://127.0.0.1:{r.port}"\n'
+        )
+        filed = tracker(tmp_path, "report", HOSTILE, "--suite", "s", "--file-issue", config=config)
+    assert filed.returncode == 0, filed.stderr
+    assert "https://github.com/o/r/issues/7" in filed.stdout and SECRET not in filed.stdout
+    with session_scope(db) as session:
+        links = queries.issue_links(session, "s")
+    assert [(link.subject, link.url) for link in links] == [
+        (HOSTILE, "https://github.com/o/r/issues/7")
+    ]
+    nothing = tracker(tmp_path, "report", "--suite", "s")
+    assert nothing.returncode == 2 and "give one of" in nothing.stderr
+
+
+def test_a_healthy_streak_comments_once_and_closes_nothing(tmp_path):
+    with receiving() as r:
+        r.answer = 201
+        settings = settings_for(
+            tmp_path,
+            github=GitHubConfig(repo="o/r", api_url=f"http://127.0.0.1:{r.port}", healthy_runs=2),
+            github_token=SECRET,
+        )
+        _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
+        with session_scope(settings.database_url) as session:
+            store.add_issue_link(session, "s", HOSTILE, "https://github.com/o/r/issues/7")
+        from tracker.issues import comment_healthy
+
+        assert comment_healthy(settings, "s") == []  # still failing
+        for n in (1, 2):
+            _store(settings, tmp_path, n, {HOSTILE: ("passed", None)})
+        assert comment_healthy(settings, "s") == ["https://github.com/o/r/issues/7"]
+        assert comment_healthy(settings, "s") == []  # once
+    assert r.paths == ["/repos/o/r/issues/7/comments"]
+    assert "closes nothing" in r.got[0]["body"]
+
+
+def test_alerts_are_refused_without_where_to_send():
+    with pytest.raises(ValueError, match="needs url_env"):
+        AlertConfig(name="x", format="slack")
+    with pytest.raises(ValueError, match="needs a path"):
+        AlertConfig(name="x", format="file")
