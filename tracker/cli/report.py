@@ -32,7 +32,7 @@ def report(
         ),
     ] = False,
 ) -> None:
-    """Issue-ready Markdown: verdict and evidence, failure, environment, how to reproduce."""
+    """A GitHub issue in Markdown, to paste or file."""
     if sum([test is not None, kernel is not None, promotion]) != 1:
         raise fail("give one of: a test's nodeid, --kernel NAME, --promotion")
     suite = suite_name(suite)
