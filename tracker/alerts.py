@@ -17,7 +17,6 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import httpx
 
@@ -26,10 +25,11 @@ from tracker.analysis.changes import CRITICAL, level_of, run_events
 from tracker.config import AlertConfig, Settings
 from tracker.db import session_scope
 from tracker.issues import comment_healthy
+from tracker.push import backoff
 from tracker.schedule import latest_slot
+from tracker.words import moment
 
 log = logging.getLogger("tracker")
-FIRST_RETRY = timedelta(seconds=30)  # doubled after each failure
 TEXT_MAX = 4_000  # chat services cut or refuse longer messages
 _SENDING = threading.Lock()  # the run's hook and the scheduler's tick never send one twice
 
@@ -39,27 +39,25 @@ def _queue(settings: Settings, key: str, where: tuple[str, str, int | None], eve
     level = level_of(events)
     names = [a.name for a in settings.alerts if a.wants(where[0], level)]
     with session_scope(settings.database_url) as session:
-        return store.add_alert(session, key, where, level, events, names) is not None
+        return store.add_alert(session, key, where, events, names) is not None
 
 
-def record_run(settings: Settings, run_id: int) -> list[dict[str, Any]]:
+def record_run(settings: Settings, run_id: int) -> dict[str, Any]:
     """Work out what run `run_id` changed and queue it; a run that changed nothing is kept
-    too (its page says so) and sent nowhere."""
+    too (its page says so) and sent nowhere. The run (`queries.run_info`)."""
     with session_scope(settings.database_url) as session:
         run = queries.run_info(session, run_id)
-        events = run_events(session, settings, run_id)
+        events = run_events(session, settings, run)
     _queue(settings, f"run:{run_id}", (run["suite"], run["runner"], run_id), events)
-    return events
+    return run
 
 
 def after_run(settings: Settings, run_id: int) -> None:
     """Called once a run is stored (run, ingest, push); never fails the run."""
     try:
-        record_run(settings, run_id)
+        run = record_run(settings, run_id)
         send(settings)
-        with session_scope(settings.database_url) as session:
-            suite = queries.run_info(session, run_id)["suite"]
-        comment_healthy(settings, suite)
+        comment_healthy(settings, run["suite"])
     except Exception:
         log.exception("alerts for run %s failed; the run is stored", run_id)
 
@@ -78,12 +76,12 @@ def missed_nights(settings: Settings, now: datetime | None = None) -> list[str]:
         if slot is None:
             continue
         with session_scope(settings.database_url) as session:
-            last = queries.last_run_started(session, suite.name, runner)
-        if last is not None and last.replace(tzinfo=last.tzinfo or UTC) >= slot:
+            latest = queries.list_runs(session, suite.name, runner, 1)
+        last = latest[0]["started_at"] if latest else None
+        if last is not None and datetime.fromisoformat(last) >= slot:
             continue
-        local = slot.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
-        since = f"the last one started {last:%Y-%m-%d %H:%M} UTC" if last else "it never ran"
-        text = f"no run of {suite.name} on {runner} for the {local} slot ({since})"
+        since = f"the last one started {moment(last, tz)}" if last else "it never ran"
+        text = f"no run of {suite.name} on {runner} for the {moment(slot, tz)} slot ({since})"
         event = {"kind": "missed_night", "level": CRITICAL, "text": text, "tests": [], "more": 0}
         key = f"missed:{suite.name}:{runner}:{slot.isoformat()}"
         if _queue(settings, key, (suite.name, runner, None), [event]):
@@ -141,9 +139,7 @@ def body(config: AlertConfig, alert: dict[str, Any]) -> dict[str, Any]:
     text = _text(alert, ROBOT_ESCAPE)
     if config.format == "feishu":
         return {"msg_type": "text", "content": {"text": text}}
-    if config.format == "wecom":
-        return {"msgtype": "text", "text": {"content": text}}
-    return {"msgtype": "text", "text": {"content": text}}  # dingtalk
+    return {"msgtype": "text", "text": {"content": text}}  # WeCom and DingTalk alike
 
 
 def _refused(answer: httpx.Response) -> str | None:
@@ -192,11 +188,10 @@ def send(settings: Settings, due_only: bool = False) -> int:
 
 def _send(settings: Settings, due_only: bool) -> int:
     configs = {a.name: a for a in settings.alerts}
-    now = datetime.now(UTC) + (timedelta(0) if due_only else timedelta(days=36500))
     with session_scope(settings.database_url) as session:
         due = [
             (d.alert_id, d.destination, _payload(settings, a))
-            for d, a in queries.due_deliveries(session, now)
+            for d, a in queries.unsent_deliveries(session, datetime.now(UTC) if due_only else None)
         ]
     sent = 0
     with httpx.Client(timeout=httpx.Timeout(20, connect=10)) as client:
@@ -208,7 +203,8 @@ def _send(settings: Settings, due_only: bool) -> int:
                 deliver(config, alert, client)
             except RuntimeError as exc:
                 with session_scope(settings.database_url) as session:
-                    store.alert_failed(session, alert_id, name, str(exc), FIRST_RETRY)
+                    wait = lambda tries: backoff(settings, tries)  # noqa: E731
+                    store.alert_failed(session, alert_id, name, str(exc), wait)
                 log.warning("alert %s to %s not sent: %s", alert["id"], name, exc)
                 continue
             with session_scope(settings.database_url) as session:
@@ -223,7 +219,7 @@ def _payload(settings: Settings, alert: Any) -> dict[str, Any]:
         "suite": alert.suite,
         "runner": alert.runner,
         "run_id": alert.run_id,
-        "level": alert.level,
+        "level": level_of(alert.events),
         "events": alert.events,
         "link": _link(settings, alert.run_id),
     }

@@ -260,7 +260,6 @@ class Alert(SQLModel, table=True):
     runner: str = Field(max_length=200)
     run_id: int | None = _fk("run.id", nullable=True)
     created_at: datetime
-    level: str = Field(max_length=16)  # the most severe of its events
     events: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
 
 

@@ -586,7 +586,6 @@ def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
         select(AlertDelivery).where(AlertDelivery.alert_id == alert.id)
     ).scalars()
     return {
-        "level": alert.level,
         "events": alert.events,
         "deliveries": [
             {"destination": d.destination, "sent_at": _iso(d.sent_at), "tries": d.tries}
@@ -595,26 +594,19 @@ def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
     }
 
 
-def due_deliveries(session: Session, now: datetime) -> list[tuple[AlertDelivery, Alert]]:
-    """Unsent alert deliveries whose next try is due, oldest alert first."""
-    return list(
-        session.execute(
-            select(AlertDelivery, Alert)
-            .join(Alert, Alert.id == AlertDelivery.alert_id)
-            .where(AlertDelivery.sent_at.is_(None), AlertDelivery.next_try_at <= now)
-            .order_by(Alert.id, AlertDelivery.destination)
-        ).all()
+def unsent_deliveries(
+    session: Session, due_by: datetime | None = None
+) -> list[tuple[AlertDelivery, Alert]]:
+    """Unsent alert deliveries (with `due_by`, only those whose next try is due), oldest first."""
+    query = (
+        select(AlertDelivery, Alert)
+        .join(Alert, Alert.id == AlertDelivery.alert_id)
+        .where(AlertDelivery.sent_at.is_(None))
+        .order_by(Alert.id, AlertDelivery.destination)
     )
-
-
-def last_run_started(session: Session, suite: str, runner: str) -> datetime | None:
-    """When the suite last started on the runner (any status): what a missed night is read from."""
-    return session.execute(
-        select(func.max(Run.started_at))
-        .join(Suite, Suite.id == Run.suite_id)
-        .join(Runner, Runner.id == Run.runner_id)
-        .where(Suite.name == suite, Runner.name == runner)
-    ).scalar()
+    if due_by is not None:
+        query = query.where(AlertDelivery.next_try_at <= due_by)
+    return list(session.execute(query).all())
 
 
 def issue_links(session: Session, suite: str | None = None) -> list[IssueLink]:
@@ -622,27 +614,3 @@ def issue_links(session: Session, suite: str | None = None) -> list[IssueLink]:
     if suite is not None:
         query = query.where(IssueLink.suite == suite)
     return list(session.execute(query).scalars())
-
-
-def test_attempts(session: Session, test_id: int, run_ids: list[int]) -> dict[int, list[dict]]:
-    """Each of the runs' attempts of the test, in order: number, outcome, whether rerun alone,
-    and where the first ran (process, position): a report's evidence."""
-    rows = session.execute(
-        select(
-            Attempt.run_id,
-            Attempt.number,
-            Attempt.outcome,
-            Attempt.isolated,
-            Attempt.process,
-            Attempt.position,
-        )
-        .where(Attempt.test_id == test_id, Attempt.run_id.in_(set(run_ids)))
-        .order_by(Attempt.run_id, Attempt.number)
-    ).all()
-    out: dict[int, list[dict]] = {}
-    for run_id, number, outcome, isolated, process, position in rows:
-        out.setdefault(run_id, []).append(
-            {"number": number, "outcome": outcome, "isolated": isolated,
-             "process": process, "position": position}
-        )  # fmt: skip
-    return out

@@ -5,7 +5,7 @@ acts on them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -33,13 +33,13 @@ def latest_slot(suite: SuiteConfig, tz: str, now: datetime, grace: int) -> datet
     return slot
 
 
-def overdue(last_started: str | datetime | None, settings: Settings, now: datetime) -> int | None:
-    """Whole days since `last_started` when that is longer than `missed_after_hours` (at least
-    1): the runner has missed a night. None while it is not overdue, or never ran."""
+def overdue(last_started: str | None, settings: Settings, now: datetime) -> int | None:
+    """Whole days since `last_started` (a run's ISO time) when that is longer than
+    `missed_after_hours` (at least 1): the runner has missed a night. None while it is not
+    overdue, or never ran."""
     if last_started is None:
         return None
-    at = datetime.fromisoformat(last_started) if isinstance(last_started, str) else last_started
-    age = now - (at if at.tzinfo else at.replace(tzinfo=UTC))
+    age = now - datetime.fromisoformat(last_started)
     if age < timedelta(hours=settings.scheduler.missed_after_hours):
         return None
     return max(1, age.days)

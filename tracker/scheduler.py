@@ -146,42 +146,23 @@ def build(
             jobstore="default",
             replace_existing=True,
         )
-    scheduler.add_job(
-        poll_requests,
-        "interval",
-        seconds=settings.scheduler.poll_seconds,
-        id="poll-requests",
-        jobstore="local",
-        replace_existing=True,
-    )
-    scheduler.add_job(
-        recover,
-        "interval",
-        seconds=RECOVER_EVERY_S,
-        args=[settings],
-        id="recover",
-        jobstore="local",
-        replace_existing=True,
-    )
+    periodic = [
+        ("poll-requests", poll_requests, [], settings.scheduler.poll_seconds),
+        ("recover", recover, [settings], RECOVER_EVERY_S),
+        ("alerts", alerts.tick, [settings], RECOVER_EVERY_S),
+    ]
     if settings.push.url:
+        periodic.append(("push", push.send, [settings, True], RECOVER_EVERY_S))
+    for jid, func, args, seconds in periodic:
         scheduler.add_job(
-            push.send,
+            func,
             "interval",
-            seconds=RECOVER_EVERY_S,
-            args=[settings, True],
-            id="push",
+            seconds=seconds,
+            args=args,
+            id=jid,
             jobstore="local",
             replace_existing=True,
         )
-    scheduler.add_job(
-        alerts.tick,
-        "interval",
-        seconds=RECOVER_EVERY_S,
-        args=[settings],
-        id="alerts",
-        jobstore="local",
-        replace_existing=True,
-    )
     scheduler.add_job(
         prune,
         "interval",

@@ -356,7 +356,6 @@ def add_alert(
     session: Session,
     key: str,
     where: tuple[str, str, int | None],
-    level: str,
     events: list[dict[str, Any]],
     destinations: list[str],
 ) -> int | None:
@@ -369,7 +368,7 @@ def add_alert(
         found = session.execute(
             upsert(session, Alert)
             .values(key=key, suite=suite, runner=runner, run_id=run_id, created_at=now,
-                    level=level, events=events)
+                    events=events)
             .on_conflict_do_nothing(index_elements=["key"])
             .returning(Alert.id)
         ).first()  # fmt: skip
@@ -393,14 +392,15 @@ def alert_sent(session: Session, alert_id: int, destination: str) -> None:
 
 
 def alert_failed(
-    session: Session, alert_id: int, destination: str, error: str, wait: timedelta
+    session: Session, alert_id: int, destination: str, error: str, wait: Callable[[int], timedelta]
 ) -> None:
+    """Count a failed try and set the next one `wait(tries)` from now, as `push_failed` does."""
     with _WRITE_LOCK:
         row = session.get(AlertDelivery, (alert_id, destination))
         if row is not None:
             row.tries += 1
             row.last_error = error[:500]
-            row.next_try_at = datetime.now(UTC) + wait * 2 ** min(row.tries - 1, 20)
+            row.next_try_at = datetime.now(UTC) + wait(row.tries)
             session.commit()
 
 

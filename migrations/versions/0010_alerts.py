@@ -33,7 +33,6 @@ def upgrade() -> None:
         sa.Column("runner", sqlmodel.AutoString(length=200), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=True),
         sa.Column("created_at", TIME(), nullable=False),
-        sa.Column("level", sqlmodel.AutoString(length=16), nullable=False),
         sa.Column("events", sa.JSON(), nullable=True),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),

@@ -124,13 +124,12 @@ def _states(scope: Scope) -> tuple[dict[str, str], dict[str, bool], dict[str, st
     return verdicts, quarantined, kernels, scope.promotion().met
 
 
-def run_events(session: Session, settings: Settings, run_id: int) -> list[dict[str, Any]]:
-    """What run `run_id` changed for its suite and runner: new failures and fixes against the run
-    before; tests newly flaky or broken, quarantined tests grown healthy, kernels whose status
-    moved and the promotion verdict, read from the analysis just before the run and with it; the
-    polluter searches and bisects made for it. Worked out once, when the run is stored
+def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """What `run` (`queries.run_info`) changed for its suite and runner: new failures and fixes
+    against the run before; tests newly flaky or broken, quarantined tests grown healthy, kernels
+    whose status moved and the promotion verdict, read from the analysis just before the run and
+    with it; the polluter searches that replayed it. Worked out once, when the run is stored
     (`alerts.record_run`): the analysis of a later day would answer differently."""
-    run = queries.run_info(session, run_id)
     started = datetime.fromisoformat(run["started_at"])
     ended = datetime.fromisoformat(run["finished_at"] or run["started_at"])
     scope = lambda now: Scope(session, settings, run["suite"], run["runner"], now=now)  # noqa: E731
@@ -141,10 +140,8 @@ def run_events(session: Session, settings: Settings, run_id: int) -> list[dict[s
     changed = run_changes(session, run)
     if changed:
         if changed["new_failures"]:
-            n = len(changed["new_failures"])
-            events.append(
-                _event("new_failures", WARNING, f"{n} new failures", changed["new_failures"])
-            )
+            new = changed["new_failures"]
+            events.append(_event("new_failures", WARNING, plural(len(new), "new failure"), new))
         if changed["fixed"]:
             fixed = changed["fixed"]
             events.append(_event("fixed", INFO, f"{plural(len(fixed), 'test')} fixed", fixed))
@@ -170,7 +167,7 @@ def run_events(session: Session, settings: Settings, run_id: int) -> list[dict[s
     if met0 != met1:
         text = "promotion criterion met" if met1 else "promotion criterion no longer met"
         events.append(_event("promotion", INFO if met1 else CRITICAL, text))
-    for kind, found in queries.run_investigations(session, run_id):
+    for kind, found in queries.run_investigations(session, run["id"]):
         events.append(_event(kind, WARNING, found["text"], found["tests"]))
     return events
 

@@ -29,8 +29,7 @@ MESSAGE_MAX = 600  # characters of the latest failure's message quoted
 def _code(text: str) -> str:
     """Inline code that survives backticks in a test id."""
     text = text.replace("\n", " ")
-    fence = "``" if "`" in text else "`"
-    return f"{fence}{text}{fence}" if fence == "`" else f"`` {text} ``"
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def _cell(text: Any) -> str:
@@ -81,7 +80,9 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
     else:
         out += [f"**No runs of it in the last {found['days']} days:** no verdict.", ""]
     out += ["### Evidence", ""]
-    attempts = queries.test_attempts(session, test_id, [h["run_id"] for h in failures])
+    attempts: dict[int, list[history.AttemptRow]] = {}
+    for a in history.attempts_of(session, {(h["run_id"], test_id) for h in failures}):
+        attempts.setdefault(a.run_id, []).append(a)
     if failures:
         out += [
             "| run | started | commit | runner | first attempt | in its process | rerun alone |",
@@ -89,14 +90,11 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
         ]
         for h in failures:
             tries = attempts.get(h["run_id"], [])
-            alone = [a["outcome"] for a in tries if a["isolated"]]
-            rerun = ", ".join(alone) or "not rerun"
-            where = tries[0] if tries else {}
-            place = (
-                f"process {where['process']}, test {where['position'] + 1}"
-                if where.get("position") is not None
-                else "–"
-            )
+            rerun = ", ".join(a.outcome for a in tries if a.isolated) or "not rerun"
+            first = tries[0] if tries else None
+            place = "–"
+            if first is not None and first.position is not None:
+                place = f"process {first.process}, test {first.position + 1}"
             at = moment(h["started_at"], settings.timezone)
             commit, runner = _cell(short_commit(h["commit"])), _cell(h["runner"])
             out.append(
@@ -137,7 +135,10 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
 
 
 def _order(
-    session: Session, settings: Settings, found: dict[str, Any], attempts: dict[int, list[dict]]
+    session: Session,
+    settings: Settings,
+    found: dict[str, Any],
+    attempts: dict[int, list[history.AttemptRow]],
 ) -> list[str]:
     """Order dependence: the polluter search's answer, else what ran before it in the latest
     failing process, with the commands that run them in that order in one process."""
@@ -162,10 +163,10 @@ def _order(
         ]  # fmt: skip
     elif found["failures"]:
         latest = found["failures"][0]["run_id"]
-        first = (attempts.get(latest) or [{}])[0]
+        first = (attempts.get(latest) or [None])[0]
         before = []
-        if first.get("position") is not None:
-            before = history.ran_before(session, latest, first["process"], first["position"])
+        if first is not None and first.position is not None:
+            before = history.ran_before(session, latest, first.process, first.position)
         confirmed = stats is not None and stats.order_dependent
         search = f"`tracker polluter {shlex.quote(nodeid)} --suite {shlex.quote(suite)}`"
         out += [
@@ -183,7 +184,7 @@ def _order(
         if before:
             nearest = before[:5]
             out += [
-                f"In run #{latest} it was test {first['position'] + 1} of its pytest process; "
+                f"In run #{latest} it was test {first.position + 1} of its pytest process; "
                 f"the {plural(len(nearest), 'test')} right before it, nearest first:",
                 "",
                 *(f"- {_code(n)}" for n in nearest),

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from tracker import alerts, queries, store
 from tracker.analysis import changes, history
 from tracker.analysis.report import Scope
+from tracker.analysis.testcase import test_data
 from tracker.config import ConfigError, Settings
 from tracker.db import session_scope
 from tracker.ingest import IngestError, load_run
@@ -41,7 +42,6 @@ from tracker.web.deps import (
     SuiteName,
 )
 from tracker.web.render import plain
-from tracker.web.views import test as test_view
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -190,7 +190,7 @@ def run_changes(
 @router.get("/tests/{test_id}", responses=NOT_FOUND)
 def test_detail(test_id: RowId, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     """The test page's data: verdict and evidence, history, polluter search, first bad commit."""
-    return plain(test_view.data(session, settings, test_id))
+    return plain(test_data(session, settings, test_id))
 
 
 @router.get("/suites/{suite}/flaky", responses=NOT_FOUND)

@@ -3,14 +3,10 @@ recent failures. The API's `/tests/{id}` is this page's data."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from sqlmodel import Session
 
 from tracker.analysis.testcase import test_data
-from tracker.config import Settings
 from tracker.records import NOT_RUN, SKIPPED
 from tracker.web import svg
 from tracker.web.deps import RowId, SessionDep, SettingsDep
@@ -21,15 +17,11 @@ router = APIRouter(include_in_schema=False)
 NO_TIME = (NOT_RUN, SKIPPED)  # a time that is not the test's: it did not run
 
 
-def data(session: Session, settings: Settings, test_id: int) -> dict[str, Any]:
-    return test_data(session, settings, test_id)
-
-
 @router.get("/tests/{test_id}")
 def test_page(
     request: Request, test_id: RowId, session: SessionDep, settings: SettingsDep
 ) -> Response:
-    found = data(session, settings, test_id)
+    found = test_data(session, settings, test_id)
     squares = [
         {
             "status": h["outcome"],
