@@ -218,6 +218,14 @@ def test_report_is_markdown_and_files_an_issue_once(tmp_path):
     text = shown.stdout
     assert "is flaky in s" in text and "failed in 2 of 4 runs" in text
     assert "boom" in text and "### Reproduce" in text and "| #4 |" in text
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client, session_scope(db) as session:
+        test_id = queries.test_ids(session, "s", [HOSTILE])[HOSTILE]
+        assert f'href="/tests/{test_id}/report.md"' in client.get(f"/tests/{test_id}").text
+        served = client.get(f"/tests/{test_id}/report.md")
+    assert served.headers["content-type"].startswith("text/markdown")
+    assert served.text.rstrip() == text.rstrip()  # the page's button gives what the CLI prints
     promotion = tracker(tmp_path, "report", "--promotion", "--suite", "s").stdout
     assert "| criterion | required | measured | met |" in promotion
     with receiving() as r:

@@ -4,8 +4,9 @@ recent failures. The API's `/tests/{id}` is this page's data."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
+from tracker.analysis.issue import test_report
 from tracker.analysis.testcase import test_data
 from tracker.records import NOT_RUN, SKIPPED
 from tracker.web import svg
@@ -41,3 +42,11 @@ def test_page(
     )
     view = {"history_strip": svg.strip(squares), "durations": durations if timed else None}
     return page(request, "test.html", found, view, "history")
+
+
+@router.get("/tests/{test_id}/report.md")
+def test_report_page(test_id: RowId, session: SessionDep, settings: SettingsDep) -> Response:
+    """The issue-ready Markdown `tracker report` prints, to copy into an issue upstream."""
+    return PlainTextResponse(
+        test_report(session, settings, test_id), media_type="text/markdown; charset=utf-8"
+    )
