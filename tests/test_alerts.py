@@ -194,6 +194,9 @@ def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, c
 
     with TestClient(create_app(settings)) as client:
         pages = [client.get(p).text for p in ("/", f"/runs/{second}", f"/api/v1/runs/{second}")]
+        events = client.get(f"/api/v1/runs/{second}/changes").json()["events"]
+        assert events == client.get(f"/runs/{second}?format=json").json()["alert"]["events"]
+        assert [e["kind"] for e in events] == ["new_failures", "newly_broken", "kernel"]
     assert "team (not sent yet" in pages[1] and "What this run changed" in pages[1]
     for text in [
         *pages,
@@ -228,6 +231,9 @@ def test_report_is_markdown_and_files_an_issue_once(tmp_path):
     assert served.text.rstrip() == text.rstrip()  # the page's button gives what the CLI prints
     promotion = tracker(tmp_path, "report", "--promotion", "--suite", "s").stdout
     assert "| criterion | required | measured | met |" in promotion
+    kernel = tracker(tmp_path, "report", "--kernel", "b", "--suite", "s").stdout
+    assert "## Kernel `b` is flaky in s" in kernel and "passed 2 of 4 times" in kernel
+    assert kernel.count("-m pytest") == 1  # the one flaky test, alone
     with receiving() as r:
         r.reply = b'{"html_url": "https://github.com/o/r/issues/7", "number": 7}'
         r.answer = 201

@@ -41,15 +41,15 @@ def _block(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
-def _pytest(settings: Settings, suite: str, nodeids: list[str]) -> str:
-    """The command that runs `nodeids` in this order, in one process, as the runner does."""
+def _pytest(settings: Settings, suite: str, *processes: list[str]) -> str:
+    """Commands that run each list of nodeids in one process, in that order, as the runner
+    does: the suite's interpreter and options (not its paths), from its folder."""
     config = next((s for s in settings.suites if s.name == suite), None)
     python = config.python if config else "python"
-    # the suite's options, not its paths: the nodeids name what runs
     extra = [a for a in (config.args if config else []) if not (config.path / a).exists()]
     command = [python, "-m", "pytest", "-p", "no:randomly", *extra]
-    where = f"cd {shlex.quote(str(config.path))}\n" if config else ""
-    return where + shlex.join([*command, *nodeids])
+    where = [f"cd {shlex.quote(str(config.path))}"] if config else []
+    return "\n".join([*where, *(shlex.join([*command, *nodeids]) for nodeids in processes)])
 
 
 def _environment(run: dict[str, Any] | None) -> str:
@@ -214,13 +214,21 @@ def kernel_report(session: Session, settings: Settings, suite: str, kernel: str)
     out = [
         f"## Kernel {_code(kernel)} is {row.status.replace('_', ' ')} in {suite}",
         "",
-        f"{plural(row.tests, 'test')}; {row.runs - row.failures} of {row.runs} executions passed "
-        f"in the last {scope.days} days.",
+        f"{plural(row.tests, 'test')}; their first attempts passed {row.runs - row.failures} "
+        f"of {row.runs} times in the last {scope.days} days (skips not counted).",
         "",
     ]
     for title, names in (("Failing", row.failing), ("Flaky", row.flaky)):
         if names:
             out += [f"### {title}", "", *(f"- {_code(n)}" for n in names[:50]), ""]
+    if row.failing or row.flaky:
+        shown = [*row.failing, *row.flaky][:10]
+        out += [
+            f"The first {plural(len(shown), 'test')} above, each alone in a fresh process:",
+            "",
+            _block(_pytest(settings, suite, *([n] for n in shown))),
+            "",
+        ]
     return "\n".join(out)
 
 

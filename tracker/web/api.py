@@ -180,11 +180,18 @@ def run_changes(
 ) -> dict[str, Any]:
     """What changed since the runner's run before (or `against`): tests newly failing, fixed,
     still failing and newly flaky, and each part of the environment that differs; the run
-    page's "Since run #N". `changes` is null for a runner's first run."""
+    page's "Since run #N". `changes` is null for a runner's first run. `events`: what the run
+    changed, worked out when it was stored (verdicts, kernels, promotion), as its alerts said
+    it; null for a run stored before alerts existed."""
     run = queries.run_info(session, run_id)
     if against is not None:
         queries.run_info(session, against)  # 404 for a run that does not exist
-    return {"run": run_id, "changes": changes.run_changes(session, run, against)}
+    alert = queries.run_alert(session, run_id)
+    return {
+        "run": run_id,
+        "changes": changes.run_changes(session, run, against),
+        "events": alert["events"] if alert else None,
+    }
 
 
 @router.get("/tests/{test_id}", responses=NOT_FOUND)
