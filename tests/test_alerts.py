@@ -281,3 +281,29 @@ def test_alerts_are_refused_without_where_to_send():
         AlertConfig(name="x", format="slack")
     with pytest.raises(ValueError, match="needs a path"):
         AlertConfig(name="x", format="file")
+
+
+def test_an_uploaded_run_gets_its_alert_after_the_answer(tmp_path):
+    from fastapi.testclient import TestClient
+
+    out = tmp_path / "alerts.jsonl"
+    settings = settings_for(
+        tmp_path,
+        token="t" * 16,
+        alerts=[AlertConfig(name="mail", format="file", path=out, level="info")],
+    )
+    auth = {"Authorization": "Bearer " + "t" * 16}
+    with TestClient(create_app(settings)) as client:
+        for outcome in ("passed", "failed"):
+            body = junit({"t/test_a.py::test_x": (outcome, "boom")}).encode()
+            answer = client.post(
+                "/api/v1/suites/s/runs",
+                headers=auth,
+                data={"runner": "r"},
+                files={"file": ("j.xml", body)},
+            )
+            assert answer.status_code == 201
+    # the app's end waits for the work it queued: both runs were worked out, one at a time
+    sent = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [a["id"] for a in sent] == ["run:2"]  # the first run changed nothing worth saying
+    assert [e["kind"] for e in sent[0]["events"]] == ["new_failures", "newly_broken", "kernel"]

@@ -37,7 +37,7 @@ _SENDING = threading.Lock()  # the run's hook and the scheduler's tick never sen
 def _queue(settings: Settings, key: str, where: tuple[str, str, int | None], events: list) -> bool:
     """Keep the alert and queue it; False when one with this key was kept before."""
     level = level_of(events)
-    names = [a.name for a in settings.alerts if a.wants(where[0], level)]
+    names = [a.name for a in settings.alerts if events and a.wants(where[0], level)]
     with session_scope(settings.database_url) as session:
         return store.add_alert(session, key, where, events, names) is not None
 

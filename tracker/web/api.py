@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 from fastapi import (
     APIRouter,
-    BackgroundTasks,
     File,
     Form,
     HTTPException,
@@ -284,10 +283,10 @@ WRITE = {
     },
 )
 def upload(
+    request: Request,
     suite: SuiteName,
     session: SessionDep,
     settings: SettingsDep,
-    background: BackgroundTasks,
     file: Annotated[
         UploadFile,
         File(
@@ -317,7 +316,7 @@ def upload(
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
     saved = store.save_run(session, record)
-    background.add_task(alerts.after_run, settings, saved.id)  # after the answer
+    request.app.state.after_runs.submit(alerts.after_run, settings, saved.id)
     return queries.run_detail(session, saved.id, limit=PAGE_MAX)
 
 
@@ -352,16 +351,14 @@ class PushedOut(BaseModel):
         }
     },
 )
-async def push(
-    request: Request, response: Response, settings: SettingsDep, background: BackgroundTasks
-) -> dict[str, Any]:
+async def push(request: Request, response: Response, settings: SettingsDep) -> dict[str, Any]:
     """Store a whole run pushed by a runner's tracker (`tracker push`), with its reruns, process
     order, environment and status. Idempotent: the run's store and id there are stored once."""
     body = await request.body()  # bounded by the write guard
     gzipped = request.headers.get("content-encoding", "").lower() == "gzip"
     stored = await run_in_threadpool(_store_pushed, settings, body, gzipped, response)
     if stored["created"]:
-        background.add_task(alerts.after_run, settings, stored["id"])
+        request.app.state.after_runs.submit(alerts.after_run, settings, stored["id"])
     return stored
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -62,10 +65,25 @@ def allowed(routes: list[BaseRoute], path: str) -> set[str]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
     migrate(settings.database_url)  # the one step that may change the schema: before any request
+    # what each uploaded or pushed run changed is worked out here, one run at a time, after the
+    # answer: eight uploads at once each analysing two windows on the request threads left page
+    # views waiting past a minute on a loaded 2-core machine
+    after_runs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alerts")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        after_runs.shutdown(wait=True)
+
     app = FastAPI(
-        title="Kernel stability tracker", version=__version__, docs_url=None, redoc_url=None
+        title="Kernel stability tracker",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.after_runs = after_runs
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     for router in views.routers:
         app.include_router(router)
