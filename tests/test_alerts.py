@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +22,7 @@ from tracker import alerts, queries, store
 from tracker.config import AlertConfig, GitHubConfig, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest import load_run
+from tracker.models import Investigation
 from tracker.web.app import create_app
 
 SECRET = "T0KEN-s3cr3t-9f8e7d"
@@ -307,3 +309,58 @@ def test_an_uploaded_run_gets_its_alert_after_the_answer(tmp_path):
     sent = [json.loads(line) for line in out.read_text().splitlines()]
     assert [a["id"] for a in sent] == ["run:2"]  # the first run changed nothing worth saying
     assert [e["kind"] for e in sent[0]["events"]] == ["new_failures", "newly_broken", "kernel"]
+
+
+def test_a_runner_silent_here_is_a_missed_night_once(tmp_path):
+    """A runner that pushes to this server has no schedule here: its silence is the alert."""
+    out = tmp_path / "alerts.jsonl"
+    settings = settings_for(tmp_path, alerts=[AlertConfig(name="mail", format="file", path=out)])
+    four_days = datetime.now(UTC) - timedelta(days=4, hours=2)
+    _store(settings, tmp_path, 0, {"t/test_a.py::test_x": ("passed", None)}, four_days)
+    assert alerts.missed_nights(settings) == ["silent:s:r:1"]
+    assert alerts.missed_nights(settings) == []  # the same silence: once
+    alerts.send(settings)
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["events"][0]["text"].startswith("no run of s on r for 4 days (the last: ")
+    _store(settings, tmp_path, 1, {"t/test_a.py::test_x": ("passed", None)})
+    assert alerts.missed_nights(settings) == []  # it ran again
+
+
+def test_two_senders_at_once_send_each_alert_once(tmp_path, monkeypatch):
+    with receiving() as r:
+        monkeypatch.setenv("HOOK", f"http://127.0.0.1:{r.port}/hook")
+        settings = settings_for(
+            tmp_path, alerts=[AlertConfig(name="team", format="json", url_env="HOOK")]
+        )
+        for n, outcome in enumerate(["passed", "failed"]):
+            cases = {"t/test_a.py::test_x": (outcome, "boom")}
+            alerts.record_run(settings, _store(settings, tmp_path, n, cases))
+        barrier = threading.Barrier(4)
+
+        def sender() -> int:
+            barrier.wait()
+            return alerts.send(settings)
+
+        threads = [ThreadPoolExecutor(1).submit(sender) for _ in range(4)]
+        assert sorted(t.result() for t in threads) == [0, 0, 0, 1]
+    assert [b["id"] for b in r.got] == ["run:2"]
+
+
+def test_a_polluter_found_is_an_alert(tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    settings = settings_for(tmp_path, alerts=[AlertConfig(name="mail", format="file", path=out)])
+    run_id = _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
+    with session_scope(settings.database_url) as session:
+        test_id = queries.test_ids(session, "s", [HOSTILE])[HOSTILE]
+        found = store.save_investigation(
+            session,
+            Investigation(
+                test_id=test_id, kind="polluter", run_id=run_id, started_at=datetime.now(UTC),
+                finished_at=datetime.now(UTC), verdict="polluter",
+                details={"culprits": ["t/test_a.py::test_y"], "evidence": ["fails after: 3/3"]},
+            ),
+        )  # fmt: skip
+    alerts.investigated(settings, "s", found)
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["id"] == f"investigation:{found.id}" and line["level"] == "warning"
+    assert line["events"][0]["text"] == f"{HOSTILE} fails after t/test_a.py::test_y (polluter)"

@@ -14,24 +14,24 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
 from tracker import queries, store
-from tracker.analysis.changes import CRITICAL, level_of, run_events
+from tracker.analysis.changes import CRITICAL, WARNING, event, level_of, run_events
 from tracker.config import AlertConfig, Settings
 from tracker.db import session_scope
 from tracker.issues import comment_healthy
+from tracker.models import Investigation
 from tracker.push import backoff
-from tracker.schedule import latest_slot
-from tracker.words import moment
+from tracker.schedule import latest_slot, overdue
+from tracker.words import moment, plural
 
 log = logging.getLogger("tracker")
 TEXT_MAX = 4_000  # chat services cut or refuse longer messages
-_SENDING = threading.Lock()  # the run's hook and the scheduler's tick never send one twice
+LEASE = timedelta(minutes=5)  # a delivery taken for sending; longer than the client's timeout
 
 
 def _queue(settings: Settings, key: str, where: tuple[str, str, int | None], events: list) -> bool:
@@ -62,13 +62,40 @@ def after_run(settings: Settings, run_id: int) -> None:
         log.exception("alerts for run %s failed; the run is stored", run_id)
 
 
+def investigated(settings: Settings, suite: str, found: Investigation) -> None:
+    """An alert for a polluter search that named its polluters or a bisect that named the
+    first bad commit (or a range); one that found nothing is on the test's page only."""
+    try:
+        details = found.details
+        with session_scope(settings.database_url) as session:
+            nodeid = queries.case_info(session, found.test_id)["nodeid"]
+        if details.get("culprits"):
+            culprits = details["culprits"]
+            text = f"{nodeid} fails after {' + '.join(culprits[:3])} ({found.verdict})"
+            tests = [nodeid, *culprits]
+        elif details.get("first_bad") or details.get("candidates"):
+            where = details.get("first_bad") or f"one of {len(details['candidates'])} commits"
+            subject = f" ({details['subject']})" if details.get("subject") else ""
+            text, tests = f"{nodeid} broke at {str(where)[:40]}{subject}", [nodeid]
+        else:
+            return
+        where = (suite, settings.runner.name, found.run_id)
+        found_it = event(found.kind, WARNING, text, tests)
+        if _queue(settings, f"investigation:{found.id}", where, [found_it]):
+            send(settings)
+    except Exception:
+        log.exception("alerts for investigation %s failed; it is stored", found.id)
+
+
 def missed_nights(settings: Settings, now: datetime | None = None) -> list[str]:
     """Queue a `missed_night` alert for each scheduled suite of this runner whose latest slot
-    passed (with the scheduler's misfire grace) without a run starting; the keys queued."""
+    passed (with the scheduler's misfire grace) without a run starting, and for each other
+    runner of a stored suite (one that pushes here, say) silent for `missed_after_hours`: its
+    schedule is not known here, its silence is. The keys queued."""
     now = now or datetime.now(UTC)
+    queued = _silent(settings, now)
     grace = timedelta(seconds=settings.scheduler.misfire_grace_seconds)
     runner, tz = settings.runner.name, settings.timezone
-    queued = []
     for suite in settings.suites:
         if not suite.schedule:
             continue
@@ -82,9 +109,29 @@ def missed_nights(settings: Settings, now: datetime | None = None) -> list[str]:
             continue
         since = f"the last one started {moment(last, tz)}" if last else "it never ran"
         text = f"no run of {suite.name} on {runner} for the {moment(slot, tz)} slot ({since})"
-        event = {"kind": "missed_night", "level": CRITICAL, "text": text, "tests": [], "more": 0}
         key = f"missed:{suite.name}:{runner}:{slot.isoformat()}"
-        if _queue(settings, key, (suite.name, runner, None), [event]):
+        missed = event("missed_night", CRITICAL, text)
+        if _queue(settings, key, (suite.name, runner, None), [missed]):
+            queued.append(key)
+    return queued
+
+
+def _silent(settings: Settings, now: datetime) -> list[str]:
+    """Runners of stored suites, other than this one's scheduled suites, overdue by their last
+    run: one alert per silence (keyed by that last run)."""
+    scheduled = {(s.name, settings.runner.name) for s in settings.suites if s.schedule}
+    queued = []
+    with session_scope(settings.database_url) as session:
+        pairs = [p for p in queries.suite_runner_pairs(session) if p not in scheduled]
+        last = {p: queries.list_runs(session, *p, 1)[0] for p in pairs}
+    for (suite, runner), run in last.items():
+        days = overdue(run["started_at"], settings, now)
+        if not days:
+            continue
+        started = moment(run["started_at"], settings.timezone)
+        text = f"no run of {suite} on {runner} for {plural(days, 'day')} (the last: {started})"
+        key = f"silent:{suite}:{runner}:{run['id']}"
+        if _queue(settings, key, (suite, runner, None), [event("missed_night", CRITICAL, text)]):
             queued.append(key)
     return queued
 
@@ -181,21 +228,20 @@ def deliver(config: AlertConfig, alert: dict[str, Any], client: httpx.Client) ->
 
 
 def send(settings: Settings, due_only: bool = False) -> int:
-    """Send the queued deliveries (only those due, with `due_only`); how many went out."""
-    with _SENDING:
-        return _send(settings, due_only)
-
-
-def _send(settings: Settings, due_only: bool) -> int:
+    """Send the queued deliveries (only those due, with `due_only`); how many went out. Each is
+    claimed first (`store.claim_delivery`), so two senders never send one twice."""
     configs = {a.name: a for a in settings.alerts}
     with session_scope(settings.database_url) as session:
         due = [
-            (d.alert_id, d.destination, _payload(settings, a))
+            (d.alert_id, d.destination, d.next_try_at, _payload(settings, a))
             for d, a in queries.unsent_deliveries(session, datetime.now(UTC) if due_only else None)
         ]
     sent = 0
     with httpx.Client(timeout=httpx.Timeout(20, connect=10)) as client:
-        for alert_id, name, alert in due:
+        for alert_id, name, seen, alert in due:
+            with session_scope(settings.database_url) as session:
+                if not store.claim_delivery(session, alert_id, name, seen, LEASE):
+                    continue  # another sender has it
             config = configs.get(name)
             try:
                 if config is None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracker import queries, store
+from tracker import alerts, queries, store
 from tracker.analysis.report import Scope
 from tracker.config import Settings, SuiteConfig
 from tracker.db import session_scope
@@ -56,6 +56,7 @@ def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Pat
 
 def _keep(
     settings: Settings,
+    suite: str,
     kind: str,
     test_id: int,
     run_id: int | None,
@@ -63,8 +64,9 @@ def _keep(
     verdict: str,
     details: dict,
 ) -> None:
+    """Store the investigation, and tell whoever wants to know what it found."""
     with session_scope(settings.database_url) as session:
-        store.save_investigation(
+        kept = store.save_investigation(
             session,
             Investigation(
                 test_id=test_id,
@@ -76,6 +78,7 @@ def _keep(
                 details=details,
             ),
         )
+    alerts.investigated(settings, suite, kept)
 
 
 def find_polluter(
@@ -94,7 +97,7 @@ def find_polluter(
         job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, env)
         result = polluter.search(nodeid, before, polluter.in_processes(job, until), tries)
     details = {**result.as_dict(), "candidates": len(before), "tries": tries}
-    _keep(settings, "polluter", test_id, source_run, started, result.verdict, details)
+    _keep(settings, suite.name, "polluter", test_id, source_run, started, result.verdict, details)
     log.info("polluter search for %s: %s %s", nodeid, result.verdict, result.culprits)
     return result
 
@@ -171,5 +174,5 @@ def find_first_bad(
     elif suspects:
         result.verdict, result.candidates = bisect.RANGE, suspects
     details = {**result.as_dict(), "good": good, "bad": bad, "tries": tries}
-    _keep(settings, "bisect", test_id, None, started, result.verdict, details)
+    _keep(settings, suite.name, "bisect", test_id, None, started, result.verdict, details)
     return result

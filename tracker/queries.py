@@ -559,24 +559,6 @@ def order_suspects(session: Session, run_id: int) -> list[str]:
     return list(rows)
 
 
-def run_investigations(session: Session, run_id: int) -> list[tuple[str, dict[str, Any]]]:
-    """The polluter searches that replayed run `run_id`'s order and found something: what its
-    alert says ("polluter", {"text", "tests"})."""
-    rows = session.execute(
-        select(Investigation, Case.nodeid)
-        .join(Case, Case.id == Investigation.test_id)
-        .where(Investigation.run_id == run_id)
-        .order_by(Investigation.id)
-    ).all()
-    out = []
-    for inv, nodeid in rows:
-        culprits = inv.details.get("culprits") or []
-        if culprits:
-            text = f"{nodeid} fails after {' + '.join(culprits[:3])} ({inv.verdict})"
-            out.append((inv.kind, {"text": text, "tests": [nodeid, *culprits]}))
-    return out
-
-
 def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
     """The events worked out when run `run_id` was stored, with where they were sent."""
     alert = session.execute(select(Alert).where(Alert.run_id == run_id)).scalars().first()

@@ -381,6 +381,27 @@ def add_alert(
         return found[0]
 
 
+def claim_delivery(
+    session: Session, alert_id: int, destination: str, seen: datetime, lease: timedelta
+) -> bool:
+    """Take an unsent delivery for one send, by moving its next try from `seen` (what the
+    sender read) to `lease` from now: of two senders (the web app's worker and the scheduler,
+    two processes) only one sees its update take. A sender that dies leaves it for the lease."""
+    with _WRITE_LOCK:
+        taken = session.execute(
+            update(AlertDelivery)
+            .where(
+                AlertDelivery.alert_id == alert_id,
+                AlertDelivery.destination == destination,
+                AlertDelivery.sent_at.is_(None),
+                AlertDelivery.next_try_at == seen,
+            )
+            .values(next_try_at=datetime.now(UTC) + lease)
+        ).rowcount
+        session.commit()
+        return taken == 1
+
+
 def alert_sent(session: Session, alert_id: int, destination: str) -> None:
     with _WRITE_LOCK:
         session.execute(

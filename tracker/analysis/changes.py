@@ -103,7 +103,8 @@ CRITICAL, WARNING, INFO = "critical", "warning", "info"
 EVENTS_LISTED = 20  # names listed per event; the rest are counted
 
 
-def _event(kind: str, level: str, text: str, tests: list[str] | None = None) -> dict[str, Any]:
+def event(kind: str, level: str, text: str, tests: list[str] | None = None) -> dict[str, Any]:
+    """One thing that changed, as every alert destination and the run page read it."""
     tests = tests or []
     more = len(tests) - EVENTS_LISTED
     return {
@@ -128,7 +129,8 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     """What `run` (`queries.run_info`) changed for its suite and runner: new failures and fixes
     against the run before; tests newly flaky or broken, quarantined tests grown healthy, kernels
     whose status moved and the promotion verdict, read from the analysis just before the run and
-    with it; the polluter searches that replayed it. Worked out once, when the run is stored
+    with it (polluter searches and bisects are told of when made: `alerts.investigated`). Worked
+    out once, when the run is stored
     (`alerts.record_run`): the analysis of a later day would answer differently."""
     started = datetime.fromisoformat(run["started_at"])
     ended = datetime.fromisoformat(run["finished_at"] or run["started_at"])
@@ -141,10 +143,10 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     if changed:
         if changed["new_failures"]:
             new = changed["new_failures"]
-            events.append(_event("new_failures", WARNING, plural(len(new), "new failure"), new))
+            events.append(event("new_failures", WARNING, plural(len(new), "new failure"), new))
         if changed["fixed"]:
             fixed = changed["fixed"]
-            events.append(_event("fixed", INFO, f"{plural(len(fixed), 'test')} fixed", fixed))
+            events.append(event("fixed", INFO, f"{plural(len(fixed), 'test')} fixed", fixed))
     for verdict, kind, level in (
         (FLAKY_VERDICT, "newly_flaky", WARNING),
         (BROKEN, "newly_broken", CRITICAL),
@@ -152,23 +154,21 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
         moved = sorted(n for n, v in v1.items() if v == verdict and v0.get(n) != verdict)
         if moved:
             events.append(
-                _event(kind, level, f"{plural(len(moved), 'test')} newly {verdict}", moved)
+                event(kind, level, f"{plural(len(moved), 'test')} newly {verdict}", moved)
             )
     healthy = sorted(n for n, v in v1.items() if q1.get(n) and v == STABLE and v0.get(n) != STABLE)
     if healthy:
         text = f"{plural(len(healthy), 'quarantined test')} stable again: release?"
-        events.append(_event("quarantine_healthy", INFO, text, healthy))
+        events.append(event("quarantine_healthy", INFO, text, healthy))
     for kernel in sorted(k1):
         was, now = k0.get(kernel, KERNEL_NOT_RUN), k1[kernel]
         if was != now and now != KERNEL_NOT_RUN and (was, now) != (KERNEL_NOT_RUN, KERNEL_STABLE):
             level = CRITICAL if now == KERNEL_FAILING else INFO
             text = f"kernel {kernel}: {was.replace('_', ' ')} → {now}"
-            events.append(_event("kernel", level, text))
+            events.append(event("kernel", level, text))
     if met0 != met1:
         text = "promotion criterion met" if met1 else "promotion criterion no longer met"
-        events.append(_event("promotion", INFO if met1 else CRITICAL, text))
-    for kind, found in queries.run_investigations(session, run["id"]):
-        events.append(_event(kind, WARNING, found["text"], found["tests"]))
+        events.append(event("promotion", INFO if met1 else CRITICAL, text))
     return events
 
 
