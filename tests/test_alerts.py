@@ -364,3 +364,16 @@ def test_a_polluter_found_is_an_alert(tmp_path):
     [line] = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["id"] == f"investigation:{found.id}" and line["level"] == "warning"
     assert line["events"][0]["text"] == f"{HOSTILE} fails after t/test_a.py::test_y (polluter)"
+
+
+def test_the_slot_before_a_moment_is_found_for_cadences_up_to_16_days(tmp_path):
+    from tracker.schedule import slot_before
+
+    at = datetime(2026, 12, 1, 8, 0, 1, tzinfo=UTC)
+
+    def before(cron: str) -> datetime | None:
+        return slot_before(SuiteConfig(name="s", path=tmp_path, schedule=cron), "UTC", at)
+
+    assert before("*/3 * * * * *") == datetime(2026, 12, 1, 8, 0, 0, tzinfo=UTC)
+    assert before("30 2 * * *") == datetime(2026, 12, 1, 2, 30, tzinfo=UTC)
+    assert before("0 9 1 * *") is None  # monthly: not looked for (a missed night is nightly)

@@ -26,7 +26,7 @@ from tracker.db import session_scope
 from tracker.issues import comment_healthy
 from tracker.models import Investigation
 from tracker.push import backoff
-from tracker.schedule import latest_slot, overdue
+from tracker.schedule import overdue, slot_before
 from tracker.words import moment, plural
 
 log = logging.getLogger("tracker")
@@ -99,7 +99,7 @@ def missed_nights(settings: Settings, now: datetime | None = None) -> list[str]:
     for suite in settings.suites:
         if not suite.schedule:
             continue
-        slot = latest_slot(suite, tz, now - grace, int(timedelta(days=8).total_seconds()))
+        slot = slot_before(suite, tz, now - grace)
         if slot is None:
             continue
         with session_scope(settings.database_url) as session:

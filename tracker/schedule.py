@@ -33,6 +33,19 @@ def latest_slot(suite: SuiteConfig, tz: str, now: datetime, grace: int) -> datet
     return slot
 
 
+def slot_before(suite: SuiteConfig, tz: str, until: datetime) -> datetime | None:
+    """The suite's newest firing at or before `until`, looked for in a window that doubles from
+    10 minutes up to 16 days: a cron walks forward only, and walking 8 days of a test's
+    every-3-seconds cron (230,000 firings) took 8 s of CPU at each check of each scheduler."""
+    window = timedelta(minutes=10)
+    while window <= timedelta(days=16):
+        slot = latest_slot(suite, tz, until, int(window.total_seconds()))
+        if slot is not None:
+            return slot
+        window *= 2
+    return None
+
+
 def overdue(last_started: str | None, settings: Settings, now: datetime) -> int | None:
     """Whole days since `last_started` (a run's ISO time) when that is longer than
     `missed_after_hours` (at least 1): the runner has missed a night. None while it is not
