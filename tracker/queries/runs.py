@@ -1,4 +1,4 @@
-"""Reads for the CLI (and later the web): runs and their results in the contract's JSON shape."""
+"""Runs and their results, in the run JSON's shape (`tracker show --json`, the API, push)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ from sqlalchemy import and_, case, func, select
 from sqlmodel import Session
 
 from tracker.models import (
-    Alert,
-    AlertDelivery,
     Attempt,
     Case,
     Environment,
-    Investigation,
-    IssueLink,
-    Quarantine,
     Result,
     Run,
     Runner,
-    RunRequest,
     StoreMeta,
     Suite,
 )
@@ -29,11 +23,9 @@ from tracker.records import (
     FLAKY,
     INTERRUPTED,
     NOT_RUN,
-    PASSED,
     RUN_FORMAT,
     RUN_RUNNING,
     UNCONFIRMED,
-    Sample,
 )
 
 
@@ -334,70 +326,6 @@ def final_outcomes(session: Session, run_id: int) -> dict[str, str]:
     )
 
 
-def case_info(session: Session, test_id: int) -> dict[str, Any]:
-    row = session.execute(
-        select(Case.id, Case.nodeid, Case.kernel, Case.file, Suite.name)
-        .join(Suite, Suite.id == Case.suite_id)
-        .where(Case.id == test_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"no test with id {test_id}")
-    return dict(zip(("id", "nodeid", "kernel", "file", "suite"), row, strict=True))
-
-
-def test_ids(session: Session, suite: str, nodeids: list[str]) -> dict[str, int]:
-    """The ids of a suite's tests by node id, for links from lists of names."""
-    if not nodeids:
-        return {}
-    rows = session.execute(
-        select(Case.nodeid, Case.id)
-        .join(Suite, Suite.id == Case.suite_id)
-        .where(Suite.name == suite, Case.nodeid.in_(set(nodeids)))
-    ).all()
-    return dict(rows)  # type: ignore[arg-type]
-
-
-def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[str, Any]]:
-    """The test's latest runs, oldest first: final outcome, first attempt, duration, commit."""
-    rows = session.execute(
-        select(
-            Run.id,
-            Run.started_at,
-            Run.commit,
-            Runner.name,
-            Result.outcome,
-            Result.duration,
-            Attempt.outcome,
-            Attempt.message,
-            Attempt.isolated,
-            Result.quarantined,
-        )
-        .join(Result, Result.run_id == Run.id)
-        .join(Runner, Runner.id == Run.runner_id)
-        .join(
-            Attempt,
-            and_(Attempt.run_id == Run.id, Attempt.test_id == test_id, Attempt.number == 1),
-            isouter=True,
-        )
-        .where(Result.test_id == test_id)
-        .order_by(Run.started_at.desc())
-        .limit(limit)
-    ).all()
-    keys = (
-        "run_id",
-        "started_at",
-        "commit",
-        "runner",
-        "outcome",
-        "duration",
-        "first",
-        "message",
-        "isolated",
-        "quarantined",
-    )
-    return [dict(zip(keys, row, strict=True)) for row in reversed(rows)]
-
-
 def slowest(session: Session, run_id: int, limit: int = 10) -> list[dict[str, Any]]:
     rows = session.execute(
         select(Case.id, Case.nodeid, Result.duration, Result.outcome)
@@ -407,192 +335,3 @@ def slowest(session: Session, run_id: int, limit: int = 10) -> list[dict[str, An
         .limit(limit)
     ).all()
     return [dict(zip(("test_id", "nodeid", "duration", "outcome"), r, strict=True)) for r in rows]
-
-
-def running(session: Session, suite: str, runner: str) -> bool:
-    """A run of the suite on the runner is running."""
-    return (
-        session.execute(
-            select(Run.id)
-            .join(Suite, Suite.id == Run.suite_id)
-            .join(Runner, Runner.id == Run.runner_id)
-            .where(Suite.name == suite, Runner.name == runner, Run.status == RUN_RUNNING)
-            .limit(1)
-        ).first()
-        is not None
-    )
-
-
-def busy(session: Session, suite: str, runner: str) -> bool:
-    """A run of the suite on the runner is running, or a `run now` request waits or runs."""
-    waiting = session.execute(
-        select(RunRequest.id)
-        .where(
-            RunRequest.suite == suite,
-            RunRequest.runner == runner,
-            RunRequest.state.in_(("queued", "started")),
-        )
-        .limit(1)
-    ).first()
-    return waiting is not None or running(session, suite, runner)
-
-
-def state_stamp(session: Session, suite_id: int) -> tuple:
-    """Changes whenever a run of the suite is added, starts or ends, or the quarantine changes."""
-    runs = session.execute(
-        select(
-            func.max(Run.id),
-            func.count(),
-            func.count().filter(Run.status == RUN_RUNNING),
-            func.max(Run.finished_at),
-        ).where(Run.suite_id == suite_id)
-    ).one()
-    quarantined = session.execute(
-        select(func.count(), func.max(Quarantine.since))
-        .join(Case, Case.id == Quarantine.test_id)
-        .where(Case.suite_id == suite_id)
-    ).one()
-    return (*runs, *quarantined)
-
-
-def recent_attempts(session: Session, suite: str, runner: str, runs: int = 10) -> list[Sample]:
-    """Every attempt of the last `runs` runs of the suite on the runner, with when and where it
-    ran: what the run plan learns durations and device sharing from."""
-    last = (
-        select(Run.id)
-        .join(Suite, Suite.id == Run.suite_id)
-        .join(Runner, Runner.id == Run.runner_id)
-        .where(Suite.name == suite, Runner.name == runner, Run.status != RUN_RUNNING)
-        .order_by(Run.started_at.desc())
-        .limit(runs)
-        .subquery()
-    )
-    rows = session.execute(
-        select(
-            Attempt.run_id,
-            Case.nodeid,
-            Attempt.number,
-            Attempt.duration,
-            Attempt.outcome,
-            Attempt.started_at,
-            Attempt.worker,
-            Run.kernel_cache,
-        )
-        .join(Case, Case.id == Attempt.test_id)
-        .join(Run, Run.id == Attempt.run_id)
-        .where(Attempt.run_id.in_(select(last.c.id)))
-    ).all()
-    return [
-        Sample(run, nodeid, n, duration, outcome, started, worker, cache and cache == "warm")
-        for run, nodeid, n, duration, outcome, started, worker, cache in rows
-    ]
-
-
-def replay_order(
-    session: Session, suite: str, nodeid: str, run_id: int | None = None
-) -> tuple[int, int, list[str]]:
-    """(run, test id, the tests before it in its process, in order) for the test's latest
-    first attempt that failed in a run's process (or in run `run_id`)."""
-    query = (
-        select(Attempt.run_id, Attempt.test_id, Attempt.process, Attempt.position)
-        .join(Case, Case.id == Attempt.test_id)
-        .join(Suite, Suite.id == Case.suite_id)
-        .where(Suite.name == suite, Case.nodeid == nodeid, Attempt.number == 1)
-        .where(Attempt.outcome.in_(FAILING), Attempt.process.is_not(None))
-        .order_by(Attempt.run_id.desc())
-        .limit(1)
-    )
-    if run_id is not None:
-        query = query.where(Attempt.run_id == run_id)
-    row = session.execute(query).first()
-    if row is None:
-        where = f" in run {run_id}" if run_id is not None else ""
-        raise NotFound(f"{nodeid} has no failed first attempt in a process of {suite}{where}")
-    run, test_id, process, position = row
-    before = session.execute(
-        select(Case.nodeid)
-        .join(Attempt, Attempt.test_id == Case.id)
-        .where(Attempt.run_id == run, Attempt.process == process, Attempt.number == 1)
-        .where(Attempt.position < position)
-        .order_by(Attempt.position)
-    ).scalars()
-    return run, test_id, list(before)
-
-
-def investigations(
-    session: Session, test_ids: list[int], kind: str = "polluter"
-) -> dict[int, dict[str, Any]]:
-    """The latest investigation of a kind ("polluter", "bisect") of each test: its verdict,
-    what it found, its evidence, when."""
-    if not test_ids:
-        return {}
-    rows = session.execute(
-        select(Investigation)
-        .where(Investigation.test_id.in_(set(test_ids)), Investigation.kind == kind)
-        .order_by(Investigation.id)
-    ).scalars()
-    return {
-        inv.test_id: {
-            **inv.details,
-            "verdict": inv.verdict,
-            "run_id": inv.run_id,
-            "finished_at": _iso(inv.finished_at),
-        }
-        for inv in rows
-    }
-
-
-def order_suspects(session: Session, run_id: int) -> list[str]:
-    """Tests of a run that failed in suite order and passed alone in a fresh process, without a
-    polluter search yet: what a night's search budget goes to."""
-    rerun = select(Attempt.test_id).where(
-        Attempt.run_id == run_id, Attempt.isolated.is_(True), Attempt.outcome == PASSED
-    )
-    searched = select(Investigation.test_id).where(Investigation.kind == "polluter")
-    rows = session.execute(
-        select(Case.nodeid)
-        .join(Attempt, Attempt.test_id == Case.id)
-        .where(Attempt.run_id == run_id, Attempt.number == 1, Attempt.outcome.in_(FAILING))
-        .where(Attempt.test_id.in_(rerun), Attempt.test_id.not_in(searched))
-        .order_by(Attempt.id)
-    ).scalars()
-    return list(rows)
-
-
-def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
-    """The events worked out when run `run_id` was stored, with where they were sent."""
-    alert = session.execute(select(Alert).where(Alert.run_id == run_id)).scalars().first()
-    if alert is None:
-        return None
-    sent = session.execute(
-        select(AlertDelivery).where(AlertDelivery.alert_id == alert.id)
-    ).scalars()
-    return {
-        "events": alert.events,
-        "deliveries": [
-            {"destination": d.destination, "sent_at": _iso(d.sent_at), "tries": d.tries}
-            for d in sent
-        ],
-    }
-
-
-def unsent_deliveries(
-    session: Session, due_by: datetime | None = None
-) -> list[tuple[AlertDelivery, Alert]]:
-    """Unsent alert deliveries (with `due_by`, only those whose next try is due), oldest first."""
-    query = (
-        select(AlertDelivery, Alert)
-        .join(Alert, Alert.id == AlertDelivery.alert_id)
-        .where(AlertDelivery.sent_at.is_(None))
-        .order_by(Alert.id, AlertDelivery.destination)
-    )
-    if due_by is not None:
-        query = query.where(AlertDelivery.next_try_at <= due_by)
-    return list(session.execute(query).all())
-
-
-def issue_links(session: Session, suite: str | None = None) -> list[IssueLink]:
-    query = select(IssueLink).order_by(IssueLink.id)
-    if suite is not None:
-        query = query.where(IssueLink.suite == suite)
-    return list(session.execute(query).scalars())
