@@ -236,6 +236,8 @@ def send(settings: Settings, due_only: bool = False) -> int:
             (d.alert_id, d.destination, d.next_try_at, _payload(settings, a))
             for d, a in queries.unsent_deliveries(session, datetime.now(UTC) if due_only else None)
         ]
+    if not due:  # the common case: no client (its TLS set-up) for nothing
+        return 0
     sent = 0
     with httpx.Client(timeout=httpx.Timeout(20, connect=10)) as client:
         for alert_id, name, seen, alert in due:
