@@ -118,9 +118,10 @@ def test_messages_and_tracebacks_are_bounded(run_suite):
 
 
 def test_run_timeout_keeps_what_finished(run_suite):
-    # the limit falls in test_hard_hang (after test_hang's 2 s, before the 4 s watchdog) for a
-    # start of up to ~4 s on a loaded machine
-    detail = run_suite("test_hang.py", "test_outcomes.py", test_timeout=2, run_timeout=6, reruns=0)
+    # the limit falls in test_hard_hang (after test_hang's 5 s, before its 7 s watchdog) for a
+    # start of up to ~7 s: under -n 6 on 2 cores a start took over 4 s, and a 6 s limit then
+    # cut test_hang before its own timeout
+    detail = run_suite("test_hang.py", "test_outcomes.py", test_timeout=5, run_timeout=12, reruns=0)
     assert detail["run"]["status"] == "timed_out"
     got = outcomes(detail)
     assert got["test_hang.py::test_hang"] == ("timeout", ["timeout"])

@@ -120,6 +120,10 @@ def _start_run(session: Session, record: RunRecord, host: str | None, pid: int |
         kernel_cache=record.kernel_cache,
     )
     _add_or_busy(session, run, f"{record.suite} is already running on {record.runner}")
+    # the run starts once it holds the lock: an insert that waited for the run before it to
+    # commit its end would otherwise start before that run had finished
+    run.started_at = record.started_at = max(record.started_at, datetime.now(UTC))
+    session.commit()
     return run
 
 
