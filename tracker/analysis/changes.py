@@ -40,7 +40,7 @@ def environment_diff(before: dict | None, now: dict | None) -> list[tuple[str, A
     return [(k, before.get(k), now.get(k)) for k in ENVIRONMENT_KEYS if before.get(k) != now.get(k)]
 
 
-def _with_cache(run: dict[str, Any]) -> dict[str, Any]:
+def with_cache(run: dict[str, Any]) -> dict[str, Any]:
     """The probed environment and the run's kernel cache state, compared together."""
     return {**(run["environment"] or {}), "kernel_cache": run["kernel_cache"]}
 
@@ -61,7 +61,7 @@ def run_changes(
     return {
         "previous": previous,
         "unknown": " and ".join(unprobed),
-        "environment": environment_diff(_with_cache(earlier), _with_cache(run)),
+        "environment": environment_diff(with_cache(earlier), with_cache(run)),
         "new_failures": sorted(n for n, o in now.items() if o in bad and before.get(n) not in bad),
         "fixed": sorted(n for n, o in now.items() if o not in bad and before.get(n) in bad),
         "still_failing": sorted(n for n, o in now.items() if o in bad and before.get(n) in bad),

@@ -15,14 +15,13 @@ from sqlmodel import Session
 
 from tracker import queries
 from tracker.analysis import history
+from tracker.analysis.changes import ENVIRONMENT_KEYS, with_cache
 from tracker.analysis.clusters import signature
 from tracker.analysis.report import Scope
 from tracker.analysis.testcase import test_data
 from tracker.config import Settings
 from tracker.words import moment, plural, short_commit
 
-ENV_KEYS = ("device_model", "device_count", "driver", "cann", "torch", "torch_npu", "triton",
-            "python", "suite_package")  # fmt: skip
 MESSAGE_MAX = 600  # characters of the latest failure's message quoted
 
 
@@ -53,8 +52,10 @@ def _pytest(settings: Settings, suite: str, *processes: list[str]) -> str:
 
 
 def _environment(run: dict[str, Any] | None) -> str:
-    env = (run or {}).get("environment") or {}
-    rows = [(k, env[k]) for k in ENV_KEYS if env.get(k) not in (None, "")]
+    """The facts a run's comparison reads (`changes.ENVIRONMENT_KEYS`), with its kernel cache:
+    a cold night compiles every kernel."""
+    env = with_cache(run) if run and run["environment"] else {}
+    rows = [(k, env[k]) for k in ENVIRONMENT_KEYS if env.get(k) not in (None, "")]
     if not rows:
         return "Not probed for the latest failing run: the environment is unknown."
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {_cell(v)} |" for k, v in rows)])
