@@ -423,3 +423,20 @@ def test_serve_runs_web_and_scheduler_in_one_process(tmp_path):
         proc.wait(timeout=30)
     err = log.read_text()
     assert "run 1 ids on ci: started" in err and "passed (passed 3)" in err  # the log lines
+
+
+def test_a_crontab_weekday_means_what_crontab_says():
+    """APScheduler 3 counts weekdays from Monday = 0; crontab from Sunday = 0. `0 2 * * 1` is a
+    Monday night, not a Tuesday one."""
+    from tracker.config import cron_trigger
+
+    def next_day(expr: str) -> str:
+        after = datetime(2026, 12, 1, tzinfo=UTC)  # a Tuesday
+        return cron_trigger(expr, "UTC").get_next_fire_time(None, after).strftime("%a %d")
+
+    assert next_day("0 2 * * 1") == "Mon 07"
+    assert next_day("0 2 * * 0") == next_day("0 2 * * 7") == "Sun 06"
+    assert next_day("0 2 * * 5-7") == "Fri 04"
+    assert next_day("0 2 * * mon") == "Mon 07" and next_day("0 22 * * *") == "Tue 01"
+    with pytest.raises(ValueError, match="not a crontab day of week"):
+        cron_trigger("0 2 * * 8", "UTC")

@@ -266,7 +266,40 @@ def cron_trigger(expr: str, tz: str):
         return CronTrigger(timezone=ZoneInfo(tz), **dict(zip(names, fields, strict=True)))
     if len(fields) != 5:
         raise ValueError(f"wrong number of fields: {len(fields)} (5, or 6 with seconds first)")
-    return CronTrigger.from_crontab(expr, timezone=ZoneInfo(tz))
+    minute, hour, day, month, weekday = fields
+    return CronTrigger(
+        minute=minute,
+        hour=hour,
+        day=day,
+        month=month,
+        day_of_week=_crontab_weekdays(weekday),
+        timezone=ZoneInfo(tz),
+    )
+
+
+CRONTAB_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")  # crontab: 0 and 7 = sun
+
+
+def _crontab_weekdays(field: str) -> str:
+    """A crontab day-of-week field in APScheduler's words. APScheduler 3 reads numbers as
+    0 = Monday, crontab as 0 = Sunday, and its `from_crontab` passes them through: `0 2 * * 1`
+    ran on Tuesdays. Numbers, ranges and steps become day names; names stay as they are."""
+    if field == "*":
+        return field
+    days: list[str] = []
+    for item in field.split(","):
+        span, _, step = item.partition("/")
+        if not any(c.isdigit() for c in span) and not step:
+            days.append(item)  # names: mon, mon-fri
+            continue
+        first, _, last = ("0-6" if span == "*" else span).partition("-")
+        if not (first.isdigit() and (last or first).isdigit()):
+            raise ValueError(f"not a crontab day of week: {item!r}")
+        numbers = range(int(first), int(last or first) + 1, int(step or 1))
+        if not numbers or numbers[-1] > 7:
+            raise ValueError(f"not a crontab day of week: {item!r}")
+        days += [CRONTAB_DAYS[n] for n in numbers]
+    return ",".join(dict.fromkeys(days))
 
 
 def example_suite() -> SuiteConfig:
