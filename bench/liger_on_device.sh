@@ -10,6 +10,9 @@
 # LANES: what runs at once, "tool:gpus[:runner]" each, e.g.
 #   LANES="tracker:0:h200-1gpu xdist:1"           1 GPU each, side by side
 #   LANES="tracker:0,1:h200-2gpu xdist:2,3"       2 GPUs each (a 4-GPU machine)
+#   LANES="polluter:0:h200" POLLUTER=<nodeid> RUN_ID=N [TRIES=N]
+#                                                 the polluter search for that test, replaying its
+#                                                 process order in run N of hist/h200.db
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane is stopped (default 570: inside one 10-minute call).
 # Prints, per lane, the tests finished by each minute after the lane's launch.
@@ -33,8 +36,8 @@ fi
 nvidia-smi -L
 args=$(for f in $FILES; do printf '"%s", ' "$f"; done)
 
-tracker_lane() {  # work gpus runner
-  local work=$1 gpus=$2 runner=$3 left
+tracker_lane() {  # tool work gpus runner
+  local tool=$1 work=$2 gpus=$3 runner=$4 left
   left=$(( DEADLINE - ($(date +%s) - t_script) - 25 ))  # room to store the run
   cat > "$work/tracker.toml" <<EOF
 database_url = "sqlite:///$work/tracker.db"
@@ -53,8 +56,17 @@ test_timeout = 300
 run_timeout = $left
 reruns = 1
 workers_per_device = $WPD
+[analysis]
+polluter_tries = ${TRIES:-3}
 EOF
   [ -f "$here/.device/hist/$runner.db" ] && cp "$here/.device/hist/$runner.db" "$work/tracker.db"
+  if [ "$tool" = polluter ]; then
+    (cd "$work" && date +%s.%N > launch &&
+     $TRACKER polluter "$POLLUTER" --suite transformers ${RUN_ID:+--run "$RUN_ID"} --json > polluter.json 2> progress.txt
+     echo "exit $? after $(( $(date +%s) - t_script )) s" >> progress.txt
+     cp tracker.db "$OUT/$(basename "$work")-$runner.db")
+    return
+  fi
   (cd "$work" && date +%s.%N > launch && $TRACKER run transformers --json > run.json 2> progress.txt
    echo "exit $?" >> progress.txt
    [ -f "$here/.device/hist/$runner.db" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" > plan.txt 2>&1
@@ -83,7 +95,7 @@ i=0
 for lane in ${LANES:-tracker:0:h200-1gpu xdist:1}; do
   IFS=: read -r tool gpus runner <<< "$lane"
   work=/tmp/lane$i; mkdir -p "$work"; echo "$lane" > "$work/lane"
-  if [ "$tool" = tracker ]; then tracker_lane "$work" "$gpus" "${runner:-h200}" &
+  if [ "$tool" != xdist ]; then tracker_lane "$tool" "$work" "$gpus" "${runner:-h200}" &
   else xdist_lane "$work" "$gpus" & fi
   i=$((i + 1))
 done
@@ -93,7 +105,9 @@ echo "all lanes done $(( $(date +%s) - t_script )) s after the script's start"
 for work in /tmp/lane*; do
   lane=$(cat "$work/lane"); launch=$(cat "$work/launch")
   echo "=== $lane"
-  if [ -f "$work/run.json" ]; then
+  if [ -f "$work/polluter.json" ]; then
+    tail -c 600 "$work/progress.txt"; cat "$work/polluter.json"; continue
+  elif [ -f "$work/run.json" ]; then
     tail -c 600 "$work/progress.txt"
     logs=$(ls "$work"/data/runs/transformers/*/p*.reportlog.jsonl 2>/dev/null)
     cat "$work"/data/runs/transformers/*/phases.json 2>/dev/null; echo

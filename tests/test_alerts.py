@@ -366,6 +366,34 @@ def test_a_polluter_found_is_an_alert(tmp_path):
     assert line["events"][0]["text"] == f"{HOSTILE} fails after t/test_a.py::test_y (polluter)"
 
 
+def test_a_search_whose_set_passed_again_blames_no_one(tmp_path):
+    """Not confirmed: no alert, and the report lists the suspects as not blamed."""
+    out = tmp_path / "alerts.jsonl"
+    settings = settings_for(
+        tmp_path,
+        helpers.cli_database or f"sqlite:///{tmp_path / 'cli.db'}",
+        alerts=[AlertConfig(name="mail", format="file", path=out)],
+    )
+    run_id = _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
+    with session_scope(settings.database_url) as session:
+        test_id = queries.test_ids(session, "s", [HOSTILE])[HOSTILE]
+        found = store.save_investigation(
+            session,
+            Investigation(
+                test_id=test_id, kind="polluter", run_id=run_id, started_at=datetime.now(UTC),
+                finished_at=datetime.now(UTC), verdict="not confirmed",
+                details={"culprits": [], "suspects": ["t/test_a.py::test_y"], "probes": 9,
+                         "evidence": ["fails after t/test_a.py::test_y: 0/3"]},
+            ),
+        )  # fmt: skip
+    alerts.investigated(settings, "s", found)
+    assert not out.exists()
+    md = tracker(tmp_path, "report", HOSTILE, "--suite", "s").stdout
+    assert "blamed no test: **not confirmed** (fails after t/test_a.py::test_y: 0/3)" in md
+    assert "passed every try (not blamed):\n\n- `t/test_a.py::test_y`" in md
+    assert "fails after `t/test_a.py::test_y`" not in md
+
+
 def test_the_slot_before_a_moment_is_found_for_cadences_up_to_16_days(tmp_path):
     from tracker.schedule import slot_before
 

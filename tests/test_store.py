@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -14,7 +15,7 @@ from sqlmodel import SQLModel, create_engine
 
 from tracker import store
 from tracker.db import get_engine, migrate, migrations_dir, session_scope
-from tracker.models import Attempt, Case, Result, Run
+from tracker.models import Attempt, Case, Investigation, Result, Run
 from tracker.records import AttemptRecord, RunRecord
 
 
@@ -149,6 +150,39 @@ def test_old_databases_are_corrected_on_upgrade(tmp_path):
         assert session.execute(select(Attempt.outcome).where(Attempt.test_id == 3)).scalar() == (
             "interrupted"
         )
+
+
+def test_polluters_that_never_failed_again_lose_the_blame_on_upgrade(tmp_path):
+    """A search stored as "polluters" whose set then passed every try (0/N) is not confirmed."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    old = create_engine(url)
+    details = {
+        1: {"culprits": ["a", "b"], "evidence": ["fails after a + b: 0/2", "passes alone: 2/2"]},
+        2: {"culprits": ["c"], "evidence": ["fails after c: 1/3", "passes alone: 3/3"]},
+    }
+    with old.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0010")
+        conn.execute(text("INSERT INTO suite VALUES (1, 's', '2026-11-01 00:00:00')"))
+        conn.execute(text("INSERT INTO test_case VALUES (1, 1, 't.py::v', 't.py', 't')"))
+        for i, d in details.items():
+            conn.execute(
+                text(
+                    "INSERT INTO investigation (id, test_id, kind, started_at, finished_at,"
+                    " verdict, details) VALUES (:i, 1, 'polluter', '2026-11-30 00:00:00',"
+                    " '2026-11-30 00:00:00', 'polluters', :d)"
+                ),
+                {"i": i, "d": json.dumps(d)},
+            )
+    old.dispose()
+    migrate(url)
+    with session_scope(url) as session:
+        rows = {i.id: i for i in session.execute(select(Investigation)).scalars()}
+    assert rows[1].verdict == "not confirmed"
+    assert (rows[1].details["culprits"], rows[1].details["suspects"]) == ([], ["a", "b"])
+    assert (rows[2].verdict, rows[2].details) == ("polluters", details[2])
 
 
 def test_one_running_run_per_suite_and_runner(settings):

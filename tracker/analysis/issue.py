@@ -179,9 +179,22 @@ def _order(
                 if confirmed
                 else "Not shown to depend on order: no failure of it passed a rerun alone."
             )
-            + f" No polluter search is stored ({search} makes one).",
+            + (
+                f" A polluter search (run #{polluter['run_id']}'s process order, replayed in "
+                f"{plural(polluter.get('probes', 0), 'fresh process')}) blamed no test: "
+                f"**{polluter['verdict']}** ({'; '.join(polluter.get('evidence', []))})."
+                if polluter
+                else f" No polluter search is stored ({search} makes one)."
+            ),
             "",
         ]
+        if polluter and polluter.get("suspects"):
+            out += [
+                "The set the search ended at, which then passed every try (not blamed):",
+                "",
+                *(f"- {_code(n)}" for n in polluter["suspects"]),
+                "",
+            ]
         if before:
             nearest = before[:5]
             out += [

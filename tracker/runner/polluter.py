@@ -6,7 +6,9 @@ order), and delta debugging (Zeller's ddmin) shrinks them to a smallest set that
 fail: one polluter, a pair that only pollutes together, or nothing smaller than the whole
 prefix. Pollution may itself be probabilistic, so each probe is repeated until the victim fails
 or `tries` runs pass. A victim that fails alone too, or that the whole prefix does not make
-fail, is not blamed on a neighbour.
+fail, is not blamed on a neighbour; nor is a set that the search reached but that then passed
+`tries` times (a failure that comes and goes can lead ddmin anywhere: on the device, Liger's
+falconh1mlp search ended at 6 tests that then passed 2/2).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ SET = "polluters"  # only several together
 PREFIX = "whole prefix"  # reproduced only with every candidate
 NOT_REPRODUCED = "not reproduced"  # the prefix does not make it fail
 FAILS_ALONE = "fails alone"  # flaky or broken by itself: no neighbour to blame
+NOT_CONFIRMED = "not confirmed"  # the smallest set found passed when run again: suspects only
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Search:
     culprits: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)  # "fails after X: 3/3", ...
     probes: int = 0  # pytest processes run
+    suspects: list[str] = field(default_factory=list)  # a set that did not fail again: no blame
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +101,9 @@ def search(
     failed = probe.count(culprits)
     names = " + ".join(culprits) if len(culprits) <= 3 else f"{len(culprits)} tests"
     evidence = [f"fails after {names}: {failed}/{tries}", alone]
+    if not failed:
+        evidence.insert(0, f"fails after all {len(candidates)} earlier tests")
+        return Search(victim, NOT_CONFIRMED, [], evidence, probe.processes, suspects=culprits)
     if len(culprits) == 1:
         verdict = ONE
     elif len(culprits) == len(candidates):
