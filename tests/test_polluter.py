@@ -70,14 +70,14 @@ def test_only_the_whole_prefix():
     assert (found.verdict, found.culprits) == (polluter.PREFIX, TESTS[:4])
 
 
-def _config(tmp_path, files: list[str], budget: float) -> str:
+def _config(tmp_path, files: list[str], budget: float, tries: int = 2) -> str:
     """The polluters fixture suite, each file in one process (so the victims fail in order)."""
     return f"""
 [runner]
 name = "ci"
 device = "cpu"
 [analysis]
-polluter_tries = 2
+polluter_tries = {tries}
 polluter_budget_minutes = {budget}
 [[suites]]
 name = "polluters"
@@ -144,7 +144,9 @@ def test_a_polluter_caught_on_the_second_try_of_a_probe(tmp_path):
 
 
 def test_two_tests_that_pollute_only_together(tmp_path):
-    tracker(tmp_path, "run", "polluters", config=_config(tmp_path, ["test_pair.py"], budget=0))
+    # one try per probe: the pair is certain, and tries are test_half's (57 processes with 2)
+    config = _config(tmp_path, ["test_pair.py"], budget=0, tries=1)
+    tracker(tmp_path, "run", "polluters", config=config)
     pair = searched(tmp_path, "test_pair.py::test_pair_victim")
     assert pair["verdict"] == "polluters"
     assert pair["culprits"] == ["test_pair.py::test_before[1]", "test_pair.py::test_before[6]"]
