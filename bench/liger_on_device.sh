@@ -13,6 +13,10 @@
 #   LANES="polluter:0:h200" POLLUTER=<nodeid> RUN_ID=N [TRIES=N]
 #                                                 the polluter search for that test, replaying its
 #                                                 process order in run N of hist/h200.db
+#   ... POLLUTER=<nodeid> ORDER="<nodeid> ... <nodeid>"
+#                                                 first runs ORDER in one pytest process, stores
+#                                                 its report log as a run (tracker ingest), then
+#                                                 searches that run's order
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane is stopped (default 570: inside one 10-minute call).
 # Prints, per lane, the tests finished by each minute after the lane's launch.
@@ -61,6 +65,13 @@ polluter_tries = ${TRIES:-3}
 EOF
   [ -f "$here/.device/hist/$runner.db" ] && cp "$here/.device/hist/$runner.db" "$work/tracker.db"
   if [ "$tool" = polluter ]; then
+    if [ -n "${ORDER:-}" ]; then
+      local order; read -r -a order <<< "$ORDER"
+      (cd "$here/.device/liger_kernel-0.8.5" && PYTHONPATH="" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+       CUDA_VISIBLE_DEVICES=$gpus TRITON_CACHE_DIR="$work/data/cache/transformers/triton" \
+       python3 -m pytest -p no:cacheprovider -q --report-log="$work/order.jsonl" "${order[@]}" 2>&1 | tail -3)
+      (cd "$work" && $TRACKER ingest order.jsonl --suite transformers --runner "$runner" | tail -4)
+    fi
     (cd "$work" && date +%s.%N > launch &&
      $TRACKER polluter "$POLLUTER" --suite transformers ${RUN_ID:+--run "$RUN_ID"} --json > polluter.json 2> progress.txt
      echo "exit $? after $(( $(date +%s) - t_script )) s" >> progress.txt

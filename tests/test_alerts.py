@@ -256,6 +256,33 @@ def test_report_is_markdown_and_files_an_issue_once(tmp_path):
     assert nothing.returncode == 2 and "give one of" in nothing.stderr
 
 
+@pytest.mark.sqlite_only
+def test_a_report_says_where_it_failed_and_on_what(run_suite, settings, tmp_path):
+    """A real failure's traceback gives the frames in the suite's own files; a later failure
+    ingested without a probed environment leaves the environment to the run that had one."""
+    from tracker.analysis.issue import test_report
+
+    nodeid = "test_outcomes.py::test_fail"
+    probed = run_suite("test_outcomes.py")["run"]["id"]
+    record = load_run(
+        _junit(tmp_path, {nodeid: ("failed", "again")}), suite="realities", runner="ci"
+    )
+    with session_scope(settings.database_url) as session:
+        store.save_run(session, record)
+        md = test_report(
+            session, settings, queries.test_ids(session, "realities", [nodeid])[nodeid]
+        )
+    assert "outermost first, then the one that raised:\n\n- `test_outcomes.py:9`\n" in md
+    assert f"Of run #{probed}, its latest failing run with a probed environment:" in md
+    assert "| python |" in md
+
+
+def _junit(folder: Path, cases: dict) -> Path:
+    path = folder / "night.xml"
+    path.write_text(junit(cases))
+    return path
+
+
 def test_a_healthy_streak_comments_once_and_closes_nothing(tmp_path):
     with receiving() as r:
         r.answer = 201

@@ -7,6 +7,7 @@ print the same text.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from typing import Any
@@ -23,6 +24,10 @@ from tracker.config import Settings
 from tracker.words import moment, plural, short_commit
 
 MESSAGE_MAX = 600  # characters of the latest failure's message quoted
+FRAMES_MAX = 8
+# pytest's long traceback names each frame "path:line: in function" under its code, and the
+# raising one "path:line: ExceptionName"; the suite's own files are relative to its rootdir
+_FRAME = re.compile(r"^(?P<path>\S+\.py):(?P<line>\d+):(?: in (?P<func>\S+)| (?P<exc>\w+))?\s*$")
 
 
 def _code(text: str) -> str:
@@ -57,8 +62,24 @@ def _environment(run: dict[str, Any] | None) -> str:
     env = with_cache(run) if run and run["environment"] else {}
     rows = [(k, env[k]) for k in ENVIRONMENT_KEYS if env.get(k) not in (None, "")]
     if not rows:
-        return "Not probed for the latest failing run: the environment is unknown."
+        return "Not probed in any failing run listed: the environment is unknown."
     return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {_cell(v)} |" for k, v in rows)])
+
+
+def _frames(longrepr: str | None) -> list[str]:
+    """Where a failure happened, for a reader of the suite's code: the frames in the suite's
+    own files, outermost first, and the frame that raised (a library's, past site-packages/)."""
+    frames = [m for m in map(_FRAME.match, (longrepr or "").splitlines()) if m]
+    own = [m for m in frames if not m["path"].startswith("/") and "site-packages" not in m["path"]]
+
+    def said(m: re.Match[str]) -> str:
+        where = f"{m['path'].rpartition('site-packages/')[2]}:{m['line']}"
+        return f"- {_code(where)}" + (f" in {_code(m['func'])}" if m["func"] else "")
+
+    shown = [said(m) for m in own[:FRAMES_MAX]]
+    if frames and frames[-1] not in own[:FRAMES_MAX]:
+        shown.append(said(frames[-1]) + f" raised {_code(frames[-1]['exc'] or 'it')}")
+    return shown
 
 
 def test_report(session: Session, settings: Settings, test_id: int) -> str:
@@ -126,10 +147,27 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
             _block(messages[0][:MESSAGE_MAX]),
             "",
         ]
+        # the latest failure with a traceback to read: a JUnit file may carry none
+        traces = (
+            (h["run_id"], queries.failure_trace(session, h["run_id"], test_id)) for h in failures
+        )
+        run_id, frames = next(((r, f) for r, t in traces if (f := _frames(t))), (None, []))
+        if frames:
+            out += [
+                f"Where, in run #{run_id}: the frames in the suite's own files, outermost "
+                "first, then the one that raised:",
+                "",
+                *frames,
+                "",
+            ]
     out += _order(session, settings, found, attempts)
-    latest = failures[0]["run_id"] if failures else None
-    run = queries.run_info(session, latest) if latest else None
-    out += ["### Environment", "", _environment(run), ""]
+    out += ["### Environment", ""]
+    # the latest failing run whose environment was probed: an ingested one may have none
+    probed = (queries.run_info(session, h["run_id"]) for h in failures)
+    run = next((r for r in probed if r["environment"]), None)
+    if run and run["id"] != failures[0]["run_id"]:
+        out += [f"Of run #{run['id']}, its latest failing run with a probed environment:", ""]
+    out += [_environment(run), ""]
     alone = _block(_pytest(settings, suite, [nodeid]))
     out += ["### Reproduce", "", "Alone, in a fresh process:", "", alone, ""]
     return "\n".join(out)

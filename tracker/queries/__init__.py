@@ -40,6 +40,7 @@ from tracker.queries.runs import (
 from tracker.queries.tests import (
     case_history,
     case_info,
+    failure_trace,
     test_ids,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "environment_dict",
     "existing_runs",
     "failing_attempts",
+    "failure_trace",
     "final_outcomes",
     "investigations",
     "issue_links",

@@ -16,6 +16,7 @@ from tracker.models import (
     Suite,
 )
 from tracker.queries.runs import NotFound
+from tracker.records import FAILING
 
 
 def case_info(session: Session, test_id: int) -> dict[str, Any]:
@@ -39,6 +40,20 @@ def test_ids(session: Session, suite: str, nodeids: list[str]) -> dict[str, int]
         .where(Suite.name == suite, Case.nodeid.in_(set(nodeids)))
     ).all()
     return dict(rows)  # type: ignore[arg-type]
+
+
+def failure_trace(session: Session, run_id: int, test_id: int) -> str | None:
+    """The traceback of the test's first failing attempt in a run (pytest's long repr)."""
+    return session.execute(
+        select(Attempt.longrepr)
+        .where(
+            Attempt.run_id == run_id,
+            Attempt.test_id == test_id,
+            Attempt.outcome.in_(sorted(FAILING)),
+        )
+        .order_by(Attempt.number)
+        .limit(1)
+    ).scalar()
 
 
 def case_history(session: Session, test_id: int, limit: int = 100) -> list[dict[str, Any]]:
