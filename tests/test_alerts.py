@@ -284,6 +284,12 @@ def _junit(folder: Path, cases: dict) -> Path:
 
 
 def test_a_healthy_streak_comments_once_and_closes_nothing(tmp_path):
+    """A test, a kernel and the promotion verdict, each filed as an issue: each issue gets one
+    comment once its subject is healthy, and none before."""
+    from tracker.issues import comment_healthy
+
+    links = {HOSTILE: 7, "kernel:b": 8, "promotion": 9}
+    now = datetime.now(UTC)
     with receiving() as r:
         r.answer = 201
         settings = settings_for(
@@ -291,18 +297,28 @@ def test_a_healthy_streak_comments_once_and_closes_nothing(tmp_path):
             github=GitHubConfig(repo="o/r", api_url=f"http://127.0.0.1:{r.port}", healthy_runs=2),
             github_token=SECRET,
         )
-        _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
+        _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")}, now - timedelta(days=20))
         with session_scope(settings.database_url) as session:
-            store.add_issue_link(session, "s", HOSTILE, "https://github.com/o/r/issues/7")
-        from tracker.issues import comment_healthy
-
-        assert comment_healthy(settings, "s") == []  # still failing
-        for n in (1, 2):
-            _store(settings, tmp_path, n, {HOSTILE: ("passed", None)})
-        assert comment_healthy(settings, "s") == ["https://github.com/o/r/issues/7"]
+            for subject, number in links.items():
+                store.add_issue_link(
+                    session, "s", subject, f"https://github.com/o/r/issues/{number}"
+                )
+        assert comment_healthy(settings, "s") == []  # failing; no run in the promotion window
+        _store(settings, tmp_path, 1, {HOSTILE: ("passed", None)}, now - timedelta(days=7))
+        assert comment_healthy(settings, "s") == []  # one healthy run of the two needed
+        for day in range(6, -1, -1):  # then a run on each of the 7 days to today
+            _store(
+                settings, tmp_path, 8 - day, {HOSTILE: ("passed", None)}, now - timedelta(days=day)
+            )
+        commented = comment_healthy(settings, "s")
+        assert sorted(commented) == [f"https://github.com/o/r/issues/{n}" for n in (7, 8, 9)]
         assert comment_healthy(settings, "s") == []  # once
-    assert r.paths == ["/repos/o/r/issues/7/comments"]
-    assert "closes nothing" in r.got[0]["body"]
+    assert sorted(r.paths) == [f"/repos/o/r/issues/{n}/comments" for n in (7, 8, 9)]
+    bodies = sorted(b["body"] for b in r.got)
+    assert all("closes nothing" in body for body in bodies)
+    assert "No test of kernel b failed an attempt in the suite's last 2 runs." in bodies[0]
+    assert bodies[1].startswith("The promotion criterion is met now")
+    assert bodies[2].startswith("The tracker has seen this test pass its first attempt")
 
 
 def test_alerts_are_refused_without_where_to_send():

@@ -1,6 +1,7 @@
 """Issues upstream: `tracker report --file-issue` opens one through the GitHub API and records
-where it lives; once the test has passed `[github] healthy_runs` runs in a row, the issue gets
-one comment saying so. Nothing is ever closed: that stays a person's decision.
+where it lives. Once its subject is healthy (a test or a kernel passed `[github] healthy_runs`
+runs in a row, the promotion criterion met), the issue gets one comment saying so. Nothing is
+ever closed: that stays a person's decision.
 
 The token (TRACKER_GITHUB_TOKEN) is sent in a header and written nowhere; errors name the
 repository and the status, not the request.
@@ -11,8 +12,10 @@ from __future__ import annotations
 import logging
 
 import httpx
+from sqlmodel import Session
 
 from tracker import queries, store
+from tracker.analysis.report import Scope
 from tracker.config import Settings
 from tracker.db import session_scope
 from tracker.records import FAILING
@@ -60,32 +63,51 @@ def file_issue(settings: Settings, suite: str, subject: str, title: str, body: s
     return url
 
 
+def _healthy(session: Session, settings: Settings, suite: str, subject: str) -> str | None:
+    """The comment an issue's subject has earned, if any: a test whose first attempt passed in
+    each of its last `healthy_runs` runs, a kernel none of whose tests failed an attempt in the
+    suite's last `healthy_runs` runs, or a promotion criterion now met."""
+    n = settings.github.healthy_runs
+    if subject == "promotion":
+        verdict = Scope(session, settings, suite).promotion()
+        if not verdict.met:
+            return None
+        return f"The promotion criterion is met now: {verdict.headline()}"
+    if subject.startswith("kernel:"):
+        kernel = subject.removeprefix("kernel:")
+        runs = [r["id"] for r in queries.list_runs(session, suite, limit=n)]
+        if len(runs) < n or any(
+            kernel not in queries.run_kernels(session, run)
+            or any(a["kernel"] == kernel for a in queries.failing_attempts(session, run))
+            for run in runs
+        ):
+            return None
+        return f"No test of kernel {kernel} failed an attempt in the suite's last {n} runs."
+    ids = queries.test_ids(session, suite, [subject])
+    last = (queries.case_history(session, ids[subject]) if ids else [])[-n:]
+    if len(last) < n or any(h["first"] in FAILING for h in last):
+        return None
+    return f"The tracker has seen this test pass its first attempt in each of its last {n} runs."
+
+
 def comment_healthy(settings: Settings, suite: str) -> list[str]:
-    """One comment on each filed test issue whose test passed its last `healthy_runs` runs; the
-    issues commented on. Never fails the caller: a problem is logged and tried next time."""
+    """One comment on each filed issue whose subject became healthy (`_healthy`); the issues
+    commented on. Never fails the caller: a problem is logged and tried next time."""
     if not settings.github.repo or not settings.github_token:
         return []
     done = []
     with session_scope(settings.database_url) as session:
-        links = [link for link in queries.issue_links(session, suite) if not link.commented_at]
-        healthy = []
-        for link in links:
-            ids = queries.test_ids(session, suite, [link.subject])
-            past = queries.case_history(session, ids[link.subject]) if ids else []
-            last = past[-settings.github.healthy_runs :]
-            if len(last) == settings.github.healthy_runs and all(
-                h["first"] not in FAILING for h in last
-            ):
-                healthy.append((link.id, link.url, len(last)))
-    for link_id, url, runs in healthy:
+        earned = [
+            (link.id, link.url, text)
+            for link in queries.issue_links(session, suite)
+            if not link.commented_at and (text := _healthy(session, settings, suite, link.subject))
+        ]
+    for link_id, url, text in earned:
         number = url.rstrip("/").rsplit("/", 1)[-1]
-        text = (
-            f"The tracker has seen this test pass its first attempt in each of its last {runs} "
-            "runs. Close this issue if that settles it; the tracker closes nothing."
-        )
+        body = f"{text} Close this issue if that settles it; the tracker closes nothing."
         try:
             with _client(settings) as client:
-                _post(client, f"issues/{number}/comments", {"body": text})
+                _post(client, f"issues/{number}/comments", {"body": body})
         except IssueError as exc:
             log.warning("comment on %s not posted: %s", url, exc)
             continue
