@@ -403,10 +403,16 @@ def test_a_polluter_found_is_an_alert(tmp_path):
                 details={"culprits": ["t/test_a.py::test_y"], "evidence": ["fails after: 3/3"]},
             ),
         )  # fmt: skip
+    alerts.after_run(settings, run_id)
     alerts.investigated(settings, "s", found)
-    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    first, line = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["id"] == f"investigation:{found.id}" and line["level"] == "warning"
     assert line["events"][0]["text"] == f"{HOSTILE} fails after t/test_a.py::test_y (polluter)"
+    from fastapi.testclient import TestClient
+
+    api = TestClient(create_app(settings)).get(f"/api/v1/runs/{run_id}/changes").json()
+    # the run's own events, then what was found in its order
+    assert api["events"] == [*first["events"], *line["events"]]
 
 
 def test_a_search_whose_set_passed_again_blames_no_one(tmp_path):

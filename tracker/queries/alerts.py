@@ -17,15 +17,20 @@ from tracker.queries.runs import _iso
 
 
 def run_alert(session: Session, run_id: int) -> dict[str, Any] | None:
-    """The events worked out when run `run_id` was stored, with where they were sent."""
-    alert = session.execute(select(Alert).where(Alert.run_id == run_id)).scalars().first()
-    if alert is None:
+    """The events worked out when run `run_id` was stored, then those of investigations that
+    replayed it (a polluter found in its order), with where they were sent."""
+    alerts = list(
+        session.execute(select(Alert).where(Alert.run_id == run_id).order_by(Alert.id)).scalars()
+    )
+    if not alerts:
         return None
     sent = session.execute(
-        select(AlertDelivery).where(AlertDelivery.alert_id == alert.id)
+        select(AlertDelivery)
+        .where(AlertDelivery.alert_id.in_([a.id for a in alerts]))
+        .order_by(AlertDelivery.alert_id, AlertDelivery.destination)
     ).scalars()
     return {
-        "events": alert.events,
+        "events": [e for a in alerts for e in a.events or []],
         "deliveries": [
             {"destination": d.destination, "sent_at": _iso(d.sent_at), "tries": d.tries}
             for d in sent
