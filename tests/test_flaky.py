@@ -72,6 +72,21 @@ def test_broken_since_names_the_commit():
     assert s.flip_rate == pytest.approx(1 / 7)
 
 
+def test_broken_without_a_commit_change_names_no_commit():
+    """Passes until run 4 and fails since, all on commit a (the environment changed): broken,
+    but no commit broke it, so none is named and a bisect has nothing to search."""
+    obs = history("PPPP", "aaaa", env=1) + [
+        o.__class__(**{**o.__dict__, "run_id": o.run_id + 4, "environment_id": 2})
+        for o in history("FFFF", "aaaa")
+    ]
+    s = judge(obs)[1]
+    assert (s.verdict, s.broken_since, s.last_good) == ("broken", None, None)
+    assert (s.broken_run, s.good_run) == (4, 3)
+    assert s.since().startswith("broken since run #4 (last good run #3), with no commit change")
+    unrecorded = [o.__class__(**{**o.__dict__, "commit": None}) for o in history("PPPPFFFF")]
+    assert judge(unrecorded)[1].broken_since is None  # ingested without a commit
+
+
 def test_same_commit_on_another_environment_is_not_the_same_input():
     obs = history("PP", "aa", env=1)
     obs += [

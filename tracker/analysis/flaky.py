@@ -45,7 +45,9 @@ class CaseStats:
     sequence: list[bool] = field(default_factory=list)  # first attempts, oldest first: True = pass
     verdict: str = NO_DATA
     evidence: dict[str, Any] = field(default_factory=dict)
-    broken_since: str | None = None  # first failing commit of a regression
+    # the first failing commit of a regression and the last good one; None when the commit did
+    # not change across the break (or was not recorded): then no commit broke it
+    broken_since: str | None = None
     last_good: str | None = None
     # the runs on either side of the break: their environments, compared, say what changed
     broken_run: int | None = None
@@ -54,6 +56,17 @@ class CaseStats:
     ran_before: list[str] = field(default_factory=list)
     quarantined: bool = False
     last_failure: datetime | None = None
+
+    def since(self) -> str:
+        """Since when a broken or failing test fails, in words that claim no more than is known."""
+        if self.verdict != BROKEN:
+            return "failing on every run in the window"
+        if self.broken_since:
+            return f"broken since {self.broken_since} (last good {self.last_good})"
+        return (
+            f"broken since run #{self.broken_run} (last good run #{self.good_run}), with no "
+            "commit change recorded between them: something outside the code changed"
+        )
 
     @property
     def failure_rate(self) -> float:
@@ -153,8 +166,10 @@ def judge(
         elif not s.sequence[-1] and n_flips == 1:
             first_fail = next(i for i, ob in enumerate(rows) if ob.first != PASSED)
             s.verdict = BROKEN
-            s.broken_since, s.broken_run = rows[first_fail].commit, rows[first_fail].run_id
-            s.last_good, s.good_run = rows[first_fail - 1].commit, rows[first_fail - 1].run_id
+            bad, good = rows[first_fail], rows[first_fail - 1]
+            s.broken_run, s.good_run = bad.run_id, good.run_id
+            if bad.commit and good.commit and bad.commit != good.commit:
+                s.broken_since, s.last_good = bad.commit, good.commit
         else:
             s.verdict = STABLE  # one failure long ago, fixed since: not enough to call flaky
     return stats

@@ -255,6 +255,13 @@ def _order(
             "not bisected yet.",
             "",
         ]
+    elif stats and stats.broken_run:
+        out += [
+            f"Broken since run #{stats.broken_run}, with no commit change recorded since the "
+            f"last good run #{stats.good_run}: something outside the code changed (compare the "
+            "two runs' environments); there is no commit to bisect.",
+            "",
+        ]
     return out
 
 

@@ -19,7 +19,6 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tracker import quarantine
-from tracker.analysis.flaky import BROKEN
 from tracker.analysis.history import UnknownName
 from tracker.analysis.kernels import ICONS, markdown
 from tracker.analysis.report import Scope
@@ -134,13 +133,8 @@ def flaky(
     if broken:
         out.print(Text(f"Broken in {suite}: {plural(len(broken), 'test')}", "bold"))
     for x in broken:
-        since = (
-            f"broken since {x.broken_since} (last good {x.last_good})"
-            if x.verdict == BROKEN
-            else "failing on every run in the window"
-        )
         out.print(Text(f"  {x.nodeid}", style="bold"))
-        out.print(Text(f"     {since}"))
+        out.print(Text(f"     {x.since()}"))
         if first := searched[x.nodeid].get("bisect"):
             out.print(
                 Text(
