@@ -65,7 +65,7 @@ class CaseStats:
             return f"broken since {self.broken_since} (last good {self.last_good})"
         return (
             f"broken since run #{self.broken_run} (last good run #{self.good_run}), with no "
-            "commit change recorded between them: something outside the code changed"
+            "commit change recorded between them: no commit is to blame"
         )
 
     @property

@@ -258,7 +258,7 @@ def _order(
     elif stats and stats.broken_run:
         out += [
             f"Broken since run #{stats.broken_run}, with no commit change recorded since the "
-            f"last good run #{stats.good_run}: something outside the code changed (compare the "
+            f"last good run #{stats.good_run}: no commit is to blame (compare the "
             "two runs' environments); there is no commit to bisect.",
             "",
         ]
