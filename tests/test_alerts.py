@@ -76,10 +76,13 @@ def receiving() -> Iterator[Receiver]:
         r.stop()
 
 
-def _store(settings, tmp_path: Path, n: int, cases: dict, started: datetime | None = None) -> int:
+def _store(
+    settings, tmp_path: Path, n: int, cases: dict, started: datetime | None = None, suite="s"
+) -> int:
     path = tmp_path / f"night{n}.xml"
     path.write_text(junit(cases))
-    record = load_run(path, suite="s", runner="r", started_at=started)
+    runner = "r" if suite == "s" else settings.runner.name
+    record = load_run(path, suite=suite, runner=runner, started_at=started)
     with session_scope(settings.database_url) as session:
         return store.save_run(session, record).id
 
@@ -264,23 +267,14 @@ def test_a_report_says_where_it_failed_and_on_what(run_suite, settings, tmp_path
 
     nodeid = "test_outcomes.py::test_fail"
     probed = run_suite("test_outcomes.py")["run"]["id"]
-    record = load_run(
-        _junit(tmp_path, {nodeid: ("failed", "again")}), suite="realities", runner="ci"
-    )
+    _store(settings, tmp_path, 1, {nodeid: ("failed", "again")}, suite="realities")
     with session_scope(settings.database_url) as session:
-        store.save_run(session, record)
         md = test_report(
             session, settings, queries.test_ids(session, "realities", [nodeid])[nodeid]
         )
     assert "outermost first, then the one that raised:\n\n- `test_outcomes.py:9`\n" in md
     assert f"Of run #{probed}, its latest failing run with a probed environment:" in md
     assert "| python |" in md
-
-
-def _junit(folder: Path, cases: dict) -> Path:
-    path = folder / "night.xml"
-    path.write_text(junit(cases))
-    return path
 
 
 def test_a_healthy_streak_comments_once_and_closes_nothing(tmp_path):
@@ -389,20 +383,26 @@ def test_two_senders_at_once_send_each_alert_once(tmp_path, monkeypatch):
     assert [b["id"] for b in r.got] == ["run:2"]
 
 
+def _searched(session, test_id: int, run_id: int, verdict: str, details: dict) -> Investigation:
+    """A polluter search's result, stored as the search stores it."""
+    now = datetime.now(UTC)
+    return store.save_investigation(
+        session,
+        Investigation(
+            test_id=test_id, kind="polluter", run_id=run_id, started_at=now, finished_at=now,
+            verdict=verdict, details=details,
+        ),
+    )  # fmt: skip
+
+
 def test_a_polluter_found_is_an_alert(tmp_path):
     out = tmp_path / "alerts.jsonl"
     settings = settings_for(tmp_path, alerts=[AlertConfig(name="mail", format="file", path=out)])
     run_id = _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
     with session_scope(settings.database_url) as session:
         test_id = queries.test_ids(session, "s", [HOSTILE])[HOSTILE]
-        found = store.save_investigation(
-            session,
-            Investigation(
-                test_id=test_id, kind="polluter", run_id=run_id, started_at=datetime.now(UTC),
-                finished_at=datetime.now(UTC), verdict="polluter",
-                details={"culprits": ["t/test_a.py::test_y"], "evidence": ["fails after: 3/3"]},
-            ),
-        )  # fmt: skip
+        details = {"culprits": ["t/test_a.py::test_y"], "evidence": ["fails after: 3/3"]}
+        found = _searched(session, test_id, run_id, "polluter", details)
     alerts.after_run(settings, run_id)
     alerts.investigated(settings, "s", found)
     first, line = [json.loads(x) for x in out.read_text().splitlines()]
@@ -426,15 +426,9 @@ def test_a_search_whose_set_passed_again_blames_no_one(tmp_path):
     run_id = _store(settings, tmp_path, 0, {HOSTILE: ("failed", "boom")})
     with session_scope(settings.database_url) as session:
         test_id = queries.test_ids(session, "s", [HOSTILE])[HOSTILE]
-        found = store.save_investigation(
-            session,
-            Investigation(
-                test_id=test_id, kind="polluter", run_id=run_id, started_at=datetime.now(UTC),
-                finished_at=datetime.now(UTC), verdict="not confirmed",
-                details={"culprits": [], "suspects": ["t/test_a.py::test_y"], "probes": 9,
-                         "evidence": ["fails after t/test_a.py::test_y: 0/3"]},
-            ),
-        )  # fmt: skip
+        details = {"culprits": [], "suspects": ["t/test_a.py::test_y"], "probes": 9,
+                   "evidence": ["fails after t/test_a.py::test_y: 0/3"]}  # fmt: skip
+        found = _searched(session, test_id, run_id, "not confirmed", details)
     alerts.investigated(settings, "s", found)
     assert not out.exists()
     md = tracker(tmp_path, "report", HOSTILE, "--suite", "s").stdout
