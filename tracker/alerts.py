@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import httpx
@@ -251,8 +252,9 @@ def send(settings: Settings, due_only: bool = False) -> int:
                 deliver(config, alert, client)
             except RuntimeError as exc:
                 with session_scope(settings.database_url) as session:
-                    wait = lambda tries: backoff(settings, tries)  # noqa: E731
-                    store.alert_failed(session, alert_id, name, str(exc), wait)
+                    store.alert_failed(
+                        session, alert_id, name, str(exc), partial(backoff, settings)
+                    )
                 log.warning("alert %s to %s not sent: %s", alert["id"], name, exc)
                 continue
             with session_scope(settings.database_url) as session:

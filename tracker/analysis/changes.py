@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlmodel import Session
@@ -134,9 +135,9 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     (`alerts.record_run`): the analysis of a later day would answer differently."""
     started = datetime.fromisoformat(run["started_at"])
     ended = datetime.fromisoformat(run["finished_at"] or run["started_at"])
-    scope = lambda now: Scope(session, settings, run["suite"], run["runner"], now=now)  # noqa: E731
-    before = _states(scope(started - timedelta(microseconds=1)))
-    after = _states(scope(max(ended, started) + timedelta(seconds=1)))
+    scope = partial(Scope, session, settings, run["suite"], run["runner"])
+    before = _states(scope(now=started - timedelta(microseconds=1)))
+    after = _states(scope(now=max(ended, started) + timedelta(seconds=1)))
     (v0, _, k0, met0), (v1, q1, k1, met1) = before, after
     events: list[dict[str, Any]] = []
     changed = run_changes(session, run)

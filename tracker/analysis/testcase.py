@@ -23,7 +23,8 @@ def test_data(session: Session, settings: Settings, test_id: int) -> dict[str, A
     quarantined = [
         q for q in quarantine.listing(session, info["suite"]) if q["nodeid"] == info["nodeid"]
     ]
-    names = [*(stats.ran_before if stats else []), *(polluter["culprits"] if polluter else [])]
+    searched = [*polluter["culprits"], *polluter.get("suspects", [])] if polluter else []
+    names = [*(stats.ran_before if stats else []), *searched]
     return {
         "test": info,
         "days": scope.days,
