@@ -17,6 +17,8 @@
 #                                                 first runs ORDER in one pytest process, stores
 #                                                 its report log as a run (tracker ingest), then
 #                                                 searches that run's order
+#   one GPU only: run the script twice in one call, one lane each, DEADLINE halved, the
+#   Triton and inductor caches emptied before each (the summary appends)
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane is stopped (default 570: inside one 10-minute call).
 # Prints, per lane, the tests finished by each minute after the lane's launch.
@@ -143,4 +145,4 @@ EOF
   fi
   # shellcheck disable=SC2086
   python3 "$here/bench/finished_by.py" "$launch" $logs --until 540
-done 2>&1 | tee "$OUT/summary.txt"
+done 2>&1 | tee -a "$OUT/summary.txt"  # appends: calls may run the script more than once
