@@ -104,28 +104,14 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     guessed = Feed(slots)
     guessed.fill(heavy + light, 4, weights, [True] * 4, presumed=[True, False, False, False])
     assert guessed.lanes == {"0": 2}  # 40 s in 11 s would need 4 lanes: half the slots at most
-    # even in both lanes it ends after the light work (20 s > 11 s): both lanes at once
-    taken = [guessed.take(w) for w in slots]
-    assert taken[:2] == ["h.py::t3", "h.py::t2"] and all(t.startswith("l.py") for t in taken[2:])
-    assert [guessed.take(w)[:4] for w in ("d0w2", "d0w3")] == ["l.py", "l.py"]  # the last ones
-    assert guessed.take("d0w2") == "h.py::t0"  # nothing else: a presumed one, beyond the lanes
-    assert not guessed.pending("d0w3")  # t1 is shown to fill: it waits for a lane
-    assert guessed.take("d0w3") is None
+    taken = [guessed.take(w) for w in slots]  # one lane while light work is left
+    assert taken[0] == "h.py::t3" and all(t.startswith("l.py::") for t in taken[1:])
+    assert guessed.take("d0w1").startswith("l.py::")  # the last light test
+    assert guessed.take("d0w2") == "h.py::t2"  # no light work left: the second lane
+    assert guessed.take("d0w3") == "h.py::t0"  # nothing else: a presumed one, beyond the lanes
+    assert not guessed.pending("d0w1")  # t1 is shown to fill: it waits for a lane
     assert guessed.take("d0w0") is None  # t3 is done, but t2 and t0 hold both lanes
-    assert guessed.take("d0w1") == "h.py::t1"  # t2 is done
-
-
-def test_a_chain_takes_its_second_lane_once_it_would_end_after_the_light_work():
-    slots = {f"d0w{i}": "0" for i in range(4)}
-    light = [[f"l.py::t{i}"] for i in range(40)]
-    feed = Feed(slots)
-    # 60 s of work on 4 slots: 15 s; the 20 s chain needs 2 lanes to end by then
-    feed.fill([["h.py::a"], ["h.py::b"], *light], 2, [10, 10, *[1] * 40], [True] * 2, [True] * 2)
-    assert feed.lanes == {"0": 2} and feed.take("d0w0") == "h.py::b"
-    taken = [feed.take(w) for _ in range(11) for w in ("d0w1", "d0w2", "d0w3")]
-    # one lane while 10 s handed out per slot + 10 s left in the chain stays under 15 s: after
-    # 30 light tests (10 s + 30 s handed out), the second lane starts
-    assert taken.index("h.py::a") == 30
+    assert guessed.take("d0w2") == "h.py::t1"  # t2 is done
 
 
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):

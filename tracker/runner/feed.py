@@ -30,10 +30,9 @@ class Feed:
     form one chain per device, balanced by expected time (longest to the least loaded device),
     each chain shortest first (those take turns on the device, so shortest first finishes the
     most tests by any time without ending later), and a device runs one of them at a time while
-    short tests are left. A chain of presumed ones too long for the run gets more lanes
-    (`_chain`), used once it must start in all of them to end with the short tests
-    (`_chain_due`), and a slot with nothing else to do takes a presumed one beyond them. A
-    device whose chain is done takes the longest test left in another device's chain.
+    short tests are left. Then a chain of presumed ones too long for the run gets more lanes
+    (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
+    whose chain is done takes the longest test left in another device's chain.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -122,23 +121,10 @@ class Feed:
         return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
 
     def _lane_free(self, device: str) -> bool:
-        """One lane while short tests are left (they are most of the tests, done first), and
-        the device's lanes once its chain is due (`_chain_due`) or no short test is left."""
-        lanes = self.lanes.get(device, 1)
-        if self.short_free and not self._chain_due(device, lanes):
-            lanes = 1
+        """One lane while short tests are left (they are most of the tests, done first), then
+        the device's lanes."""
+        lanes = 1 if self.short_free else self.lanes.get(device, 1)
         return list(self.filling.values()).count(device) < lanes
-
-    def _chain_due(self, device: str, lanes: int) -> bool:
-        """Whether the chain must run in all its lanes now to end with the short tests: the
-        expected work handed out per slot, plus the chain's work left spread over its lanes,
-        reaches the run's ideal length. Left to the end, a cold night's chain of 36 presumed
-        tests ran 8 at once, taking turns, and 8 were cut by the run's limit while plain
-        xdist, which mixes heavy files in from the start, finished more (bench/README.md)."""
-        if lanes < 2 or not self.device:
-            return False
-        left = sum(weight for weight, *_ in self.chains.get(device, ()))
-        return self.handed / len(self.device) + left / lanes >= self.span
 
     def _presumed(self) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: the shortest group only presumed to fill, from
