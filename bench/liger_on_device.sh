@@ -19,6 +19,8 @@
 #                                                 searches that run's order
 #   one GPU only: run the script twice in one call, one lane each, DEADLINE halved, the
 #   Triton and inductor caches emptied before each (the summary appends)
+# WARM_FROM: a Triton cache folder each lane starts from a copy of (a warm night); without it
+#   every lane starts cold
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane is stopped (default 570: inside one 10-minute call).
 # Prints, per lane, the tests finished by each minute after the lane's launch.
@@ -108,6 +110,10 @@ i=0
 for lane in ${LANES:-tracker:0:h200-1gpu xdist:1}; do
   IFS=: read -r tool gpus runner <<< "$lane"
   work=/tmp/lane$i; mkdir -p "$work"; echo "$lane" > "$work/lane"
+  if [ -n "${WARM_FROM:-}" ]; then  # where each tool keeps its Triton cache
+    mkdir -p "$work/data/cache/transformers" && cp -r "$WARM_FROM" "$work/data/cache/transformers/triton"
+    cp -r "$WARM_FROM" "$work/triton"
+  fi
   if [ "$tool" != xdist ]; then tracker_lane "$tool" "$work" "$gpus" "${runner:-h200}" &
   else xdist_lane "$work" "$gpus" & fi
   i=$((i + 1))
