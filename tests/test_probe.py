@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from helpers import DATA
@@ -63,3 +64,18 @@ def test_probe_without_the_npu(tmp_path):
     suite = SuiteConfig(name="s", path=tmp_path, python=sys.executable)
     found = probe(suite, RunnerConfig(name="ci", device="npu"))
     assert found.problem == "no NPU: npu-smi is not on PATH"
+
+
+def test_a_run_on_some_of_the_devices_counts_those_it_uses(tmp_path, monkeypatch):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    smi = bin_ / "npu-smi"
+    smi.write_text(f"#!/bin/sh\ncat {DATA / 'npu-smi-910b4.txt'}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    suite = SuiteConfig(name="s", path=tmp_path, python=sys.executable)
+    found = probe(suite, RunnerConfig(name="ci", device="npu", devices=[1]))
+    assert found.problem is None and found.devices == [1]
+    assert (found.env["device_count"], found.env["devices_present"]) == (1, 2)
+    everything = probe(suite, RunnerConfig(name="ci", device="npu"))
+    assert (everything.env["device_count"], everything.env["devices_present"]) == (2, 2)

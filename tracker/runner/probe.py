@@ -187,6 +187,8 @@ def probe(suite: SuiteConfig, runner: RunnerConfig) -> Probe:
         problem = f"configured devices {missing} not found ({len(found)} {kind} device(s) present)"
     if kind != "cpu" and not devices and not problem:
         problem = f"no {kind} device found"
+    if kind != "cpu":  # the devices the run uses: a night on 1 of 2 GPUs is not a 2-GPU night
+        env["device_count"], env["devices_present"] = len(devices), len(found)
     busy = [c["npu"] for c in env.get("devices", []) if c.get("busy")]
     if busy and not problem:
         problem = f"device busy: NPU {busy} runs another process"
