@@ -110,8 +110,8 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     assert guessed.take("d0w2") == "h.py::t2"  # no light work left: the second lane
     assert guessed.take("d0w3") == "h.py::t0"  # nothing else: a presumed one, beyond the lanes
     assert not guessed.pending("d0w1")  # t1 is shown to fill: it waits for a lane
-    assert guessed.take("d0w0") is None  # t3 is done, but t2 and t0 hold both lanes
-    assert guessed.take("d0w2") == "h.py::t1"  # t2 is done
+    assert guessed.take("d0w1") is None
+    assert guessed.take("d0w0") == "h.py::t1"  # t3 is done: its lane is free (t0 holds none)
 
 
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):
