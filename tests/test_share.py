@@ -55,14 +55,32 @@ def test_tests_that_took_turns_fill_the_device_and_sleepers_share_it():
     assert model["s.py::test_sleep[1]"] == share.Sharing(alone=3.0, fills=False, busy=2, slowed=0)
     assert model["l.py::test_light"].fills is None  # never had company: unknown
     # a warm night's times are preferred: the cold one's compile time is not waiting
-    cold = Sample(3, "f.py::test_fill[0]", 1, 0.5, PASSED, _at(0), "d0w0", warm=False)
+    cold = Sample(3, "f.py::test_fill[0]", 1, 5.0, PASSED, _at(0), "d0w0", warm=False)
     warm = [Sample(s.run, s.nodeid, 1, s.duration, s.outcome, s.started_at, s.worker, True)
             for s in samples]  # fmt: skip
     assert share.learn([cold, *warm])["f.py::test_fill[0]"].alone == 2.0
     # whether it fills is judged on warm nights; a cold night's time alone, on cold nights
     assert share.learn([cold, *warm], warm=False)["f.py::test_fill[0]"] == share.Sharing(
-        alone=0.5, fills=True, busy=2, slowed=2
+        alone=5.0, fills=True, busy=2, slowed=2
     )
+
+
+def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():
+    def night(run, seconds, warm, company=0):  # the test, and `company` long ones beside it
+        return [
+            Sample(run, "f.py::test_k[0]", 1, seconds, PASSED, _at(100 * run), "d0w0", warm),
+            *(Sample(run, f"g.py::test_o[{run}-{i}]", 1, 2 * seconds, PASSED, _at(100 * run),
+                     f"d0w{i + 1}", warm) for i in range(company)),
+        ]  # fmt: skip
+
+    # alone, cold: 14 s and 16 s, and 0.05 s once its kernel was already compiled in-process
+    quiet = [*night(1, 14.0, False), *night(2, 0.05, False), *night(3, 16.0, False)]
+    assert share.learn(quiet, warm=False)["f.py::test_k[0]"].alone == 15.0
+    # never alone: warm, it took turns with the 3 beside it; cold, it compiled, undivided
+    crowded = [*night(1, 8.0, True, 3), *night(2, 8.0, True, 3), *night(3, 12.0, False, 3)]
+    model = share.learn(crowded, warm=True)["f.py::test_k[0]"]
+    assert model.fills and model.alone == 2.0
+    assert share.learn(crowded, warm=False)["f.py::test_k[0]"].alone == 12.0
 
 
 def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():

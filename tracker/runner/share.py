@@ -20,20 +20,25 @@ never seen with company is unknown, and the run lets it share: its timeline then
 ever seen with the same company has nothing to compare with; it runs as if it filled the device
 (alone among the long tests) until it has: on a GPU, the heavy tests of a first night all had
 company, and letting them share again is what made them take turns. A filling test never seen
-alone took turns: its time alone is estimated as its time / (1 + company). (Judging only against
-a time alone kept most long tests of a busy GPU, which never run alone, filling for good: a chain
-of 39 such tests, one at a time, ended a night 250 s after everything else.)
+alone took turns: on a warm night its time alone is estimated as its time / (1 + company).
+(Judging only against a time alone kept most long tests of a busy GPU, which never run alone,
+filling for good: a chain of 39 such tests, one at a time, ended a night 250 s after everything
+else.)
 How tests share a device is learned from runs with a warm compiled-kernel cache where there are
 any, so that compiling is not read as waiting. Expected durations come from runs with the same
 cache state as tonight's: with a cold cache every test also compiles its kernels (3x the time on
 a GPU, mostly on the CPU), and a plan made from warm nights sent a cold night's compiling tests
-out as if they took seconds.
+out as if they took seconds. Compiling does not take turns on the device, so a cold night's
+time alone is the test's typical time with its least company, undivided: replayed on 13 real
+cold nights (bench/plan_replay.py), the divided times were 1.5-8x off a test's real time
+(median), the undivided ones 1.3-2.8x.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from statistics import median
 
 from tracker.records import CRASHED, CUT, INTERRUPTED, LONG, Sample
 
@@ -103,26 +108,33 @@ def _company(samples: list[Sample]) -> dict[int, float]:
 
 
 def _alone(
-    samples: list[Sample],
+    samples: list[Sample], typical: bool = False
 ) -> tuple[dict[int, float], dict[str, float], dict[str, float], dict[str, float]]:
     """Each attempt's company (`_company`); each test's least company when it finished, its
     quiet time (the fastest it finished with about that little company) and, for one never
     seen with less than half a test of company, its time alone if it took turns: time / (1 +
-    company)."""
+    company).
+
+    `typical`: the median of those instead of the fastest, from long attempts only: what a
+    night's plan expects. The fastest is a kernel that another test had already compiled and
+    tuned in the same process: replayed on 15 real nights (bench/plan_replay.py), it expected
+    11-35 tests a night under 1 s that then took 10 s or more."""
     company = _company(samples)
-    finished = [(i, s) for i, s in enumerate(samples) if s.outcome not in CUT]
+    finished = [(i, s) for i, s in enumerate(samples)
+                if s.outcome not in CUT and (s.duration >= LONG or not typical)]  # fmt: skip
     least: dict[str, float] = {}
     for i, s in finished:
         least[s.nodeid] = min(company.get(i, 0.0), least.get(s.nodeid, float("inf")))
-    quiet: dict[str, float] = {}
-    guess: dict[str, float] = {}
+    quiet: dict[str, list[float]] = defaultdict(list)
+    guess: dict[str, list[float]] = defaultdict(list)
     for i, s in finished:
         if company.get(i, 0.0) < least[s.nodeid] + BUSY:
-            quiet[s.nodeid] = min(s.duration, quiet.get(s.nodeid, s.duration))
+            quiet[s.nodeid].append(s.duration)
         if least[s.nodeid] >= BUSY:
-            share = s.duration / (1 + company.get(i, 0.0))
-            guess[s.nodeid] = min(share, guess.get(s.nodeid, share))
-    return company, least, quiet, guess
+            guess[s.nodeid].append(s.duration / (1 + company.get(i, 0.0)))
+    pick = median if typical else min
+    return (company, least, {n: pick(v) for n, v in quiet.items()},
+            {n: pick(v) for n, v in guess.items()})  # fmt: skip
 
 
 def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
@@ -143,12 +155,12 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
         # cut with company and never finished with less: nothing says it did not take turns
         slowed[fn] += s.outcome in CUT if base is None else s.duration >= SLOWED * base
     guessed = {function_of(n) for n in guess}
-    *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm))
+    *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm), typical=True)
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in judged}:
         fn = function_of(nodeid)
         # only ever seen with the same company: as if it filled, until more says
         fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else (fn in guessed or None)
-        alone = (guess_tonight.get(nodeid) if fills else None) or quiet_tonight.get(nodeid)
+        alone = (guess_tonight.get(nodeid) if fills and warm else None) or quiet_tonight.get(nodeid)
         out[nodeid] = Sharing(alone, fills, busy[fn], slowed[fn])
     return out
