@@ -30,8 +30,8 @@ cache state as tonight's: with a cold cache every test also compiles its kernels
 a GPU, mostly on the CPU), and a plan made from warm nights sent a cold night's compiling tests
 out as if they took seconds. Compiling does not take turns on the device, so a cold night's
 time alone is the test's typical time with its least company, undivided: replayed on 13 real
-cold nights (bench/plan_replay.py), the divided times were 1.5-8x off a test's real time
-(median), the undivided ones 1.3-2.8x.
+cold nights (bench/plan_replay.py), the fastest times, divided, were 1.5-19x off a test's real
+time (median), the typical ones, undivided, 1.3-2.8x.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _alone(
     `typical`: the median of those instead of the fastest, from long attempts only: what a
     night's plan expects. The fastest is a kernel that another test had already compiled and
     tuned in the same process: replayed on 15 real nights (bench/plan_replay.py), it expected
-    11-35 tests a night under 1 s that then took 10 s or more."""
+    9-35 tests a night under 1 s that then took 10 s or more."""
     company = _company(samples)
     finished = [(i, s) for i, s in enumerate(samples)
                 if s.outcome not in CUT and (s.duration >= LONG or not typical)]  # fmt: skip
