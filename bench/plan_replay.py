@@ -33,7 +33,8 @@ def replay(url: str, suite: str, runner: str, seen: set) -> list[str]:
         samples = queries.recent_attempts(session, suite, runner, runs=100)
         for run in sorted(runs, key=lambda r: r["started_at"]):
             key = str(run["started_at"])
-            history = [s for s in samples if s.run in _before(runs, run)]
+            before = _before(runs, run)
+            history = [s for s in samples if s.run in before]
             if key in seen or not history:
                 continue
             seen.add(key)
