@@ -5,16 +5,20 @@ in the same call, each against its lower bound:
   fast ones; bound max(work / slots, longest test);
 - shared: one simulated device that six tests fill (each needs 2 s of it, in slices under an
   exclusive lock, so tests that use it together take turns and all stretch, as kernels that fill
-  a GPU do), among 600 light tests; bound: the 12 s the device must work.
+  a GPU do), among 600 light tests; bound: the 12 s the device must work;
+- cut: more device work (6 x 3 s + 16 x 1 s) than the run's limit (14 s) allows, among 400
+  light tests, as a cold night on one GPU: tests finished by each checkpoint, for both tools
+  (most: the light ones, then the 1 s ones one at a time; started together, they take turns).
 
 Three nights per source tree (the later ones plan with the earlier ones' history).
 
-    python bench/dispatch.py [before=/tmp/before] after=. [--slots 4] [--only shared]
+    python bench/dispatch.py [before=/tmp/before] after=. [--slots 4] [--only cut]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -22,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from finished_by import first_stops
 
 SLOW = [6.0, 5.0, 4.0, 3.0]  # seconds, all in test_a_slow.py
 FAST_FILES, FAST_PER_FILE, FAST = 40, 10, 0.05
@@ -75,10 +81,42 @@ def shared(folder: Path, slots: int) -> float:
     return max(FILL * 2 * len(FILL_FILES), light / slots)
 
 
-SCENARIOS = {"skewed": skewed, "shared": shared}
+CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
 
 
-def night(src: Path, work: Path, slots: int) -> tuple[float, dict]:
+def cut(folder: Path, slots: int) -> float:
+    """Writes the suite; returns the tests a run can finish by the limit at best."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "simulated_device.py").write_text(DEVICE)
+    head = "import time, pytest\nimport simulated_device\n\n"
+    (folder / "test_a_heavy.py").write_text(
+        head + "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_heavy(i):\n    simulated_device.use(3.0)\n"
+    )
+    for i in range(4):
+        (folder / f"test_mid{i}.py").write_text(
+            head + "@pytest.mark.parametrize('i', range(4))\n"
+            "def test_mid(i):\n    simulated_device.use(1.0)\n"
+        )
+    for i in range(8):
+        (folder / f"test_light{i}.py").write_text(
+            head + "@pytest.mark.parametrize('i', range(50))\n"
+            f"def test_light(i):\n    time.sleep({LIGHT})\n"
+        )
+    return 400 + CUT_LIMIT - 2  # the light ones, then a 1 s one each second of the device
+
+
+SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut}
+
+
+def finished_by(launch: float, logs: list[Path]) -> str:
+    """Tests finished by each checkpoint after `launch` (epoch seconds), from report logs."""
+    stops = [s - launch for s in first_stops([str(p) for p in logs]).values()]
+    return " / ".join(str(sum(1 for s in stops if s <= t)) for t in CHECKPOINTS)
+
+
+def night(src: Path, work: Path, slots: int, limit: float = 600) -> tuple[float, dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env.update(
         PYTHONPATH=str(src.resolve()),
@@ -88,9 +126,9 @@ def night(src: Path, work: Path, slots: int) -> tuple[float, dict]:
     (work / "tracker.toml").write_text(
         f'data_dir = "{work / "data"}"\n[runner]\nname = "bench"\ndevice = "cpu"\n'
         f'[[suites]]\nname = "s"\npath = "{work / "suite"}"\npython = "{sys.executable}"\n'
-        f"reruns = 0\nworkers_per_device = {slots}\ntest_timeout = 60\n"
+        f"reruns = 0\nworkers_per_device = {slots}\ntest_timeout = 60\nrun_timeout = {limit}\n"
     )
-    t0 = time.monotonic()
+    launch, t0 = time.time(), time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "tracker.cli", "run", "s", "--json"],
         cwd=work,
@@ -98,21 +136,28 @@ def night(src: Path, work: Path, slots: int) -> tuple[float, dict]:
         capture_output=True,
         text=True,
     )
-    return time.monotonic() - t0, json.loads(out.stdout)["run"]
+    run = json.loads(out.stdout)["run"]
+    folder = max((work / "data" / "runs" / "s").iterdir())  # named by start time: tonight's
+    logs = sorted(folder.glob("p*.reportlog.jsonl"))
+    return time.monotonic() - t0, run, finished_by(launch, logs)
 
 
-def xdist(work: Path, slots: int) -> float:
+def xdist(work: Path, slots: int, limit: float | None = None) -> tuple[float, str]:
     """Plain pytest-xdist on the same suite, the same slots: the tool a user would pick."""
     env = {**os.environ, "DEVICE_LOCK": str(work / "device.lock")}
-    t0 = time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", str(slots), "--dist", "worksteal"],
-        cwd=work / "suite",
-        env=env,
-        capture_output=True,
-        check=True,
-    )
-    return time.monotonic() - t0
+    log = work / "xdist.jsonl"
+    launch, t0 = time.time(), time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # killed at the limit, as a night is
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-n", str(slots), "--dist", "worksteal",
+             f"--report-log={log}"],
+            cwd=work / "suite",
+            env=env,
+            capture_output=True,
+            check=limit is None,
+            timeout=limit,
+        )  # fmt: skip
+    return time.monotonic() - t0, finished_by(launch, [log])
 
 
 def main() -> None:
@@ -131,11 +176,20 @@ def main() -> None:
         for name, src in (t.split("=", 1) for t in args.trees):
             work = Path(tempfile.mkdtemp(prefix=f"dispatch-{scenario}-{name}-"))
             bound = write(work / "suite", args.slots)
-            wall = xdist(work, args.slots)
+            if scenario == "cut":  # tests finished by each checkpoint, against the most possible
+                _, done = xdist(work, args.slots, CUT_LIMIT)
+                print(f"| cut (at best {bound:.0f} by {CUT_LIMIT} s) | xdist | - | - | - | - "
+                      f"| by {CHECKPOINTS} s: {done} |")  # fmt: skip
+                for n in range(1, args.nights + 1):
+                    _, run, done = night(Path(src), work, args.slots, CUT_LIMIT)
+                    print(f"| cut | {name} | {n} | - | {run['duration']:.1f} s | - | "
+                          f"by {CHECKPOINTS} s: {done} |")  # fmt: skip
+                continue
+            wall, _ = xdist(work, args.slots)
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
                   f"{wall / bound:.2f}x | - |")  # fmt: skip
             for n in range(1, args.nights + 1):
-                wall, run = night(Path(src), work, args.slots)
+                wall, run, _ = night(Path(src), work, args.slots)
                 duration = run["duration"]
                 print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {duration:.1f} s | "
                       f"{duration / bound:.2f}x | {run['status']} {run['counts']} |")  # fmt: skip
