@@ -19,7 +19,7 @@ from tracker.records import (
     Sample,
     final_outcome,
 )
-from tracker.runner import share
+from tracker.runner import plan, share
 from tracker.runner.feed import Feed
 
 pytestmark = pytest.mark.sqlite_only  # the runner side: a runner host keeps its own SQLite store
@@ -254,3 +254,20 @@ def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_p
 def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite):
     detail = run_suite("test_fast.py", suite="dispatch", suite_path=SUITES / "dispatch")
     assert detail["run"]["kernel_cache"] is None  # neither warm nor cold: nothing was compiled
+
+
+def test_a_test_usually_fast_is_not_expected_slow_for_its_rare_slow_runs():
+    # cold nights: once it compiled its kernels (20 s, beside another long test: slowed, so it
+    # fills the device); every other night its file's earlier tests had compiled them in its
+    # process (0.2 s)
+    def night(run, seconds):
+        return Sample(run, "f.py::test_k[1]", 1, seconds, PASSED, _at(100 * run), "d0w0", False)
+
+    other = Sample(1, "g.py::test_o", 1, 20.0, PASSED, _at(100), "d0w1", False)
+    samples = [night(1, 20.0), other, *(night(run, 0.2) for run in range(2, 6))]
+    view = share.learn(samples, warm=False)["f.py::test_k[1]"]
+    assert view.fills and view.alone == 20.0  # its long attempts' time, undivided (cold)
+    expected = plan.estimates(["f.py::test_k[1]"], share.first_attempts(samples, False),
+                              {"f.py::test_k[1]": view})  # fmt: skip
+    # its usual time: it stays among its file's short tests, with the kernels they compile
+    assert expected["f.py::test_k[1]"] == plan.Estimate(0.2, fills=False)

@@ -405,7 +405,7 @@ def plan_command(
     out.print(
         f"predicted: the last test ends {predicted.end:.0f} s after the first starts (from each "
         "test's expected time, without tests slowing each other; on real cold GPU nights a "
-        "test's time was typically 1.3-2.8x off its expected one: bench/README.md)",
+        "test's time was typically 1.3-3.5x off its expected one: bench/README.md)",
         **prose,
     )
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)

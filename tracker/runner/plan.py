@@ -57,8 +57,9 @@ def estimates(
     for nodeid, e in known.items():
         view = (sharing or {}).get(nodeid)
         if view is not None and view.fills is not None:
-            # with company it was cut, or slow: alone, tonight, it takes its time alone
-            alone = view.alone if view.fills and view.alone else e.seconds
+            # with company it was cut, or slow: alone, tonight, it takes its time alone; never
+            # more than its usual time (most runs of a test may find its kernels compiled)
+            alone = min(view.alone, e.seconds) if view.fills and view.alone else e.seconds
             fills = view.fills and e.seconds >= LONG  # long with company, if not alone
             known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed)
     by_file: dict[str, list[float]] = {}

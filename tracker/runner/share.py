@@ -31,7 +31,7 @@ a GPU, mostly on the CPU), and a plan made from warm nights sent a cold night's 
 out as if they took seconds. Compiling does not take turns on the device, so a cold night's
 time alone is the test's typical time with its least company, undivided: replayed on 13 real
 cold nights (bench/plan_replay.py), the fastest times, divided, were 1.5-19x off a test's real
-time (median), the typical ones, undivided, 1.3-2.8x.
+time (median), the typical ones, undivided, 1.3-3.5x.
 """
 
 from __future__ import annotations
