@@ -18,9 +18,9 @@ Three nights per source tree (the later ones plan with the earlier ones' history
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -147,16 +147,22 @@ def xdist(work: Path, slots: int, limit: float | None = None) -> tuple[float, st
     env = {**os.environ, "DEVICE_LOCK": str(work / "device.lock")}
     log = work / "xdist.jsonl"
     launch, t0 = time.time(), time.monotonic()
-    with contextlib.suppress(subprocess.TimeoutExpired):  # killed at the limit, as a night is
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-n", str(slots), "--dist", "worksteal",
-             f"--report-log={log}"],
-            cwd=work / "suite",
-            env=env,
-            capture_output=True,
-            check=limit is None,
-            timeout=limit,
-        )  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-n", str(slots), "--dist", "worksteal",
+         f"--report-log={log}"],
+        cwd=work / "suite",
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers too are stopped at the limit, as a night's are
+    )  # fmt: skip
+    try:
+        code = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    if limit is None and code != 0:
+        raise SystemExit(f"xdist failed on {work / 'suite'} (exit {code})")
     return time.monotonic() - t0, finished_by(launch, [log])
 
 
