@@ -46,7 +46,7 @@ args=$(for f in $FILES; do printf '"%s", ' "$f"; done)
 
 tracker_lane() {  # tool work gpus runner
   local tool=$1 work=$2 gpus=$3 runner=$4 left
-  left=$(( DEADLINE - ($(date +%s) - t_script) - 25 ))  # room to store the run
+  left=$(( DEADLINE - ($(date +%s) - t_script) - 10 ))  # room to store the run (6 s in call V)
   cat > "$work/tracker.toml" <<EOF
 database_url = "sqlite:///$work/tracker.db"
 data_dir = "$work/data"
