@@ -132,6 +132,25 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     assert guessed.take("d0w0") == "h.py::t1"  # t3 is done: its lane is free (t0 holds none)
 
 
+def test_a_slot_keeps_to_the_files_it_began_in_the_chain():
+    """A file's filling tests stay in the process that began it, which compiled its kernels;
+    another slot begins another file, and shares one only when none is left to begin."""
+    slots = {f"d0w{i}": "0" for i in range(4)}
+    weights = {"a.py::t0": 5, "a.py::t1": 5.5, "b.py::t0": 6, "b.py::t1": 6.5,
+               "a.py::t2": 8, "b.py::t2": 9}  # fmt: skip
+    feed = Feed(slots)
+    groups = [[n] for n in weights]
+    feed.fill(groups, len(groups), list(weights.values()), [True] * 6, [True] * 6)
+    assert feed.lanes == {"0": 2}  # 40 s for an ideal 10 s: 4 lanes, half the slots at most
+    assert feed.take("d0w0") == "a.py::t0"  # the shortest
+    assert feed.take("d0w1") == "b.py::t0"  # not a.py::t1: d0w0 began a.py
+    assert feed.take("d0w2") == "a.py::t1"  # beyond the lanes, every file begun: the shortest
+    assert feed.take("d0w0") == "a.py::t2"  # its own file, before the shorter b.py::t1
+    assert feed.take("d0w1") == "b.py::t1"
+    assert feed.take("d0w2") == "b.py::t2"
+    assert not any(feed.pending(w) for w in slots)
+
+
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):
     return AttemptRecord(nodeid, outcome, duration, started_at=_at(start), worker=worker,
                          isolated=isolated)  # fmt: skip

@@ -6,6 +6,8 @@ import math
 import threading
 from collections import Counter, deque
 
+from tracker.records import file_of
+
 
 class Feed:
     """The run's tests, handed out one group at a time (a test, or a whole file with the suite's
@@ -32,7 +34,9 @@ class Feed:
     most tests by any time without ending later), and a device runs one of them at a time while
     short tests are left. Then a chain of presumed ones too long for the run gets more lanes
     (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
-    whose chain is done takes the longest test left in another device's chain.
+    whose chain is done takes the longest test left in another device's chain. Within a chain, a
+    slot keeps to the files it began, and begins one that no other slot has while there is one
+    (`_pick`): a file's kernels are then compiled in one process, not in each.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -56,6 +60,7 @@ class Feed:
         # groups: (expected seconds, tests, only presumed to fill)
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
+        self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.lock = threading.Lock()
 
     def fill(
@@ -108,17 +113,40 @@ class Feed:
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, slots[device] // 2))
 
-    def _next_filling(self, device: str) -> tuple[float, list[str], bool] | None:
-        """The device's next filling group, if a lane is free: its own chain's shortest, else
-        the longest left in the chain with the most work left."""
+    def _next_filling(self, taker: str) -> tuple[float, list[str], bool] | None:
+        """The taker's device's next filling group, if a lane is free: from its own chain
+        (`_pick`), else the longest left in the chain with the most work left."""
+        device = self.device.get(taker, "")
         if not self._lane_free(device):
             return None
         if self.chains.get(device):
-            return self.chains[device].pop()
+            return self._pick(self.chains[device], taker)
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
         return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
+
+    def _pick(
+        self, chain: list[tuple[float, list[str], bool]], taker: str, presumed: bool = False
+    ) -> tuple[float, list[str], bool] | None:
+        """The shortest group of `chain` (of those only presumed to fill, with `presumed`) from
+        a file the taker began, else from a file no one began, else any. A cold GPU night's
+        chain spread over every slot had each process compile each file's kernels: its 24 dyt
+        cases took 690 s of slot time, against 306 s in one xdist worker, where 8 of them took
+        0.0 s once the file's earlier cases had compiled them (bench/README.md, call V)."""
+        best: dict[int, int] = {}  # 0: the taker's file, 1: no one's, 2: another's -> index
+        for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
+            if presumed and not chain[k][2]:
+                continue
+            owner = self.began.get(file_of(chain[k][1][0]))
+            best.setdefault(0 if owner == taker else 1 if owner is None else 2, k)
+            if 0 in best:
+                break
+        if not best:
+            return None
+        picked = chain.pop(best[min(best)])
+        self.began.setdefault(file_of(picked[1][0]), taker)
+        return picked
 
     def _lane_free(self, device: str) -> bool:
         """One lane while short tests are left (they are most of the tests, done first), then
@@ -126,7 +154,7 @@ class Feed:
         lanes = 1 if self.short_free else self.lanes.get(device, 1)
         return list(self.filling.values()).count(device) < lanes
 
-    def _presumed(self) -> tuple[float, list[str], bool] | None:
+    def _presumed(self, taker: str) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: the shortest group only presumed to fill, from
         any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
@@ -134,9 +162,8 @@ class Feed:
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
         were never started while presumed ones went out for 300 s: bench/README)."""
         for chain in self.chains.values():
-            for k in range(len(chain) - 1, -1, -1):
-                if chain[k][2]:
-                    return chain.pop(k)
+            if (picked := self._pick(chain, taker, presumed=True)) is not None:
+                return picked
         return None
 
     def take(self, taker: str) -> str | None:
@@ -161,14 +188,14 @@ class Feed:
         if self.returned:
             return self.returned.popleft()
         device = self.device.get(taker, "")
-        if (chained := self._next_filling(device)) is not None:
+        if (chained := self._next_filling(taker)) is not None:
             self.filling[taker] = device
             self.handed += chained[0]
             return deque(chained[1])
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
-            if (spare := self._presumed()) is None:
+            if (spare := self._presumed(taker)) is None:
                 return None
             self.handed += spare[0]  # beyond the lanes: it holds none of them
             return deque(spare[1])
