@@ -103,6 +103,25 @@ def test_environment_is_shared_by_fingerprint(settings):
     assert ids[0] == ids[3] and len({ids[0], ids[1], ids[2]}) == 3
 
 
+def test_an_environment_probed_before_device_count_meant_the_runs_devices(settings):
+    """`device_count` once counted the machine's devices: a night on GPU 0 of 2, then one on a
+    1-GPU machine, must not read as "device_count 2 -> 1" (both used one GPU)."""
+    from tracker import queries
+    from tracker.analysis.changes import environment_diff
+
+    old = {"device_kind": "cuda", "device_model": "NVIDIA H200", "device_count": 2}
+    new = {**old, "device_count": 1, "devices_present": 1}
+    with session_scope(settings.database_url) as session:
+        ids = []
+        for env in (old, new):
+            run = big_run(10)
+            run.environment = env
+            ids.append(store.save_run(session, run).id)
+        before, now = (queries.run_info(session, i)["environment"] for i in ids)
+    assert (before["device_count"], before["devices_present"]) == (None, 2)
+    assert environment_diff(before, now) == [("device_count", None, 1)]  # unknown, not 2
+
+
 def test_old_databases_are_corrected_on_upgrade(tmp_path):
     """A database of the version before: run-limit cuts stored as `timeout` become `interrupted`,
     and results since a test's quarantine began are marked quarantined."""

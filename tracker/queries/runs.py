@@ -105,8 +105,16 @@ def run_info(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def environment_dict(env: Environment | None) -> dict[str, Any] | None:
-    """What was probed, as the pages and the API show it (None: nobody probed)."""
-    return env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details if env else None
+    """What was probed, as the pages and the API show it (None: nobody probed). A device
+    environment without `devices_present` was probed when `device_count` counted the machine's
+    devices, not the run's: the run's count is unknown (a night on GPU 0 of 2, then one on a
+    1-GPU machine, read as "device_count 2 -> 1")."""
+    if env is None:
+        return None
+    out = env.model_dump(exclude={"id", "fingerprint", "details"}) | env.details
+    if out["device_kind"] != "cpu" and "devices_present" not in out:
+        out["devices_present"], out["device_count"] = out["device_count"], None
+    return out
 
 
 def existing_runs(session: Session, run_ids: list[int]) -> set[int]:
