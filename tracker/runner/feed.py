@@ -155,8 +155,8 @@ class Feed:
         return list(self.filling.values()).count(device) < lanes
 
     def _presumed(self, taker: str) -> tuple[float, list[str], bool] | None:
-        """For a slot with nothing else left: the shortest group only presumed to fill, from
-        any chain. Nothing says it takes turns, and a slot left idle while it waits for a lane
+        """For a slot with nothing else left: a group only presumed to fill, from any chain
+        (`_pick`'s). Nothing says it takes turns, and a slot left idle while it waits for a lane
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
         It runs beyond the lanes, not in one: counted in them, such groups kept every lane
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
