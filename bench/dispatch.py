@@ -9,6 +9,10 @@ in the same call, each against its lower bound:
 - cut: more device work (6 x 3 s + 16 x 1 s) than the run's limit (14 s) allows, among 400
   light tests, as a cold night on one GPU: tests finished by each checkpoint, for both tools
   (most: the light ones, then the 1 s ones one at a time; started together, they take turns).
+- compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
+  (2 s) by the first of its tests in each process, as Triton compiles in-process: the tests
+  always ran four at once, so the second night presumes they fill the device and chains them;
+  bound: one compile per file, all work spread over the slots.
 
 Three nights per source tree (the later ones plan with the earlier ones' history).
 
@@ -82,6 +86,17 @@ def shared(folder: Path, slots: int) -> float:
 
 
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
+KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
+COMPILER = """import time
+
+_compiled = set()
+
+
+def run(kernel, seconds):  # once per process: the file's later tests reuse what it compiled
+    if kernel not in _compiled:
+        time.sleep(seconds)
+        _compiled.add(kernel)
+"""
 
 
 def cut(folder: Path, slots: int) -> float:
@@ -107,7 +122,21 @@ def cut(folder: Path, slots: int) -> float:
     return 400 + CUT_LIMIT - 2  # the light ones, then a 1 s one each second of the device
 
 
-SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut}
+def compiled(folder: Path, slots: int) -> float:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "simulated_kernels.py").write_text(COMPILER)
+    for k in range(KERNELS):
+        (folder / f"test_kernel{k}.py").write_text(
+            "import time, pytest\nimport simulated_kernels\n\n"
+            f"@pytest.mark.parametrize('i', range({PER_KERNEL}))\n"
+            f"def test_kernel(i):\n    simulated_kernels.run('k{k}', {COMPILE})\n"
+            f"    time.sleep({WORK})\n"
+        )
+    return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
+
+
+SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "compile": compiled}
 
 
 def finished_by(launch: float, logs: list[Path]) -> str:
