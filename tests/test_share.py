@@ -100,6 +100,20 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     assert feed.take("d0w0") is None
 
 
+def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
+    short = [[f"s.py::t{i}"] for i in range(20)]
+    groups, weights, fills = [["h.py::fill"], ["m.py::long"], *short], [30, 5, *[1] * 20], [1, 0]
+    two = Feed({"d0w0": "0", "d0w1": "0"})
+    two.fill(groups, 2, weights, fills)
+    # the chain's lane takes one slot; the ranked long test, not yet due, would take the other
+    assert [two.take("d0w0"), two.take("d0w1")] == ["h.py::fill", "s.py::t0"]
+    one = Feed({"d0w0": "0"})
+    one.fill(groups, 2, weights, fills)
+    # one slot: nothing would run beside a long test, so the short ones go first
+    taken = [one.take("d0w0") for _ in range(22)]
+    assert taken == [g[0] for g in short] + ["h.py::fill", "m.py::long"]
+
+
 def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     feed = Feed({"d0w0": "0", "d1w0": "1"})
     groups = [["h.py::a"], ["h.py::b"], ["h.py::c"], ["h.py::d"]]

@@ -16,31 +16,34 @@ class Feed:
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
     first (LPT), spread over the devices: a slot takes the next long test only while its
     device's running long tests are expected to end no later than another device's. While short
-    tests are left, a device runs one long test beside them, and more only once the next one
-    must start for the run to end on time: the expected work handed out so far, per slot, plus
-    the test's time reaches the run's ideal length (all the expected work / the slots). So the
-    short tests, most of a suite's tests and a small part of its time, are done first on
-    nearly every slot, and the long ones still end with them (on a GPU, long tests on half the
-    slots left 2,000 short ones waiting for three minutes: bench/README.md). The short
-    tests go out in suite order, in stretches: a slot carries on with the group after its last
-    one while no one else has taken it, so a file's tests share one process's module fixtures
-    and compiled kernels instead of each process compiling every kernel. A slot that needs a
-    new place starts at the longest free stretch, in its middle when another slot is already
-    heading into it (xdist's worksteal, one test at a time).
+    tests are left, a device runs one long test beside them (none when that would leave it no
+    slot for them, `_room`), and more only once the next one must start for the run to end on
+    time: the expected work handed out so far, per slot, plus the test's time reaches the run's
+    ideal length (all the expected work / the slots). So the short tests, most of a suite's
+    tests and a small part of its time, are done first on nearly every slot, and the long ones
+    still end with them (on a GPU, long tests on half the slots left 2,000 short ones waiting
+    for three minutes: bench/README.md). The short tests go out in suite order, in stretches: a
+    slot carries on with the group after its last one while no one else has taken it, so a
+    file's tests share one process's module fixtures and compiled kernels instead of each
+    process compiling every kernel. A slot that needs a new place starts at the longest free
+    stretch, in its middle when another slot is already heading into it (xdist's worksteal, one
+    test at a time).
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
     each chain shortest first (those take turns on the device, so shortest first finishes the
     most tests by any time without ending later), and a device runs one of them at a time while
-    short tests are left. Then a chain of presumed ones too long for the run gets more lanes
-    (`_chain`), and a slot with nothing else to do takes a presumed one beyond them. A device
-    whose chain is done takes the longest test left in another device's chain. Within a chain, a
-    slot keeps to the files it began, and begins one that no other slot has while there is one
-    (`_pick`): a file's kernels are then compiled in one process, not in each.
+    short tests are left, if it keeps a slot for them. Then a chain of presumed ones too long
+    for the run gets more lanes (`_chain`), and a slot with nothing else to do takes a presumed
+    one beyond them. A device whose chain is done takes the longest test left in another
+    device's chain. Within a chain, a slot keeps to the files it began, and begins one that no
+    other slot has while there is one (`_pick`): a file's kernels are then compiled in one
+    process, not in each.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
         self.device = devices or {}  # each taker's device ("" for all when not given)
+        self.slots = Counter(self.device.values())  # takers per device
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
         self.long = dict.fromkeys(self.running, 0)  # long groups running per device
@@ -107,11 +110,10 @@ class Feed:
             self.chains[device].append((weight, group, presumed))
             if presumed:
                 guessing.add(device)
-        slots = Counter(self.device.values())
         for device, chain in self.chains.items():
             chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
-            self.lanes[device] = max(1, min(fit, slots[device] // 2))
+            self.lanes[device] = max(1, min(fit, self.slots[device] // 2))
 
     def _next_filling(self, taker: str) -> tuple[float, list[str], bool] | None:
         """The taker's device's next filling group, if a lane is free: from its own chain
@@ -149,10 +151,21 @@ class Feed:
         return picked
 
     def _lane_free(self, device: str) -> bool:
-        """One lane while short tests are left (they are most of the tests, done first), then
-        the device's lanes."""
-        lanes = 1 if self.short_free else self.lanes.get(device, 1)
-        return list(self.filling.values()).count(device) < lanes
+        """One lane while short tests are left (they are most of the tests, done first) and
+        the device keeps a slot for them, then the device's lanes."""
+        taken = list(self.filling.values()).count(device)
+        if self.short_free:
+            return not taken and self._room(device)
+        return taken < self.lanes.get(device, 1)
+
+    def _room(self, device: str) -> bool:
+        """Whether the device's long work (ranked and chained) leaves a slot for the short
+        tests, besides the one that asks. Long work beside short tests needs a slot for them:
+        on one GPU with one slot, long tests first held the short ones back all night (call
+        V's plan: 65 tests finished by 10 minutes, suite order 773), and with two slots a
+        chained and a ranked long test took both."""
+        running = self.long[device] + list(self.filling.values()).count(device)
+        return running < self.slots[device] - 1
 
     def _presumed(self, taker: str) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: a group only presumed to fill, from any chain
@@ -218,8 +231,10 @@ class Feed:
         return deque(self.groups[i])
 
     def _due(self, device: str) -> bool:
-        """Whether the next long group goes out now, while short tests are left."""
-        if not self.device or not self.long[device]:
+        """Whether the next long group goes out now, while short tests are left: at once when
+        the device runs none and keeps a slot for the short ones (`_room`), otherwise once it
+        must start for the run to end on time."""
+        if not self.device or (not self.long[device] and self._room(device)):
             return True
         return self.handed / len(self.device) + self.weights[self.head] >= self.span
 

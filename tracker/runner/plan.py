@@ -4,7 +4,8 @@ The slots pull from one queue, so the night ends when the last slot is done; han
 longest tests first (LPT) keeps the tail short. Each test's expected duration is learned from
 the store: the median of its recent first attempts on this runner. A test that was cut (a
 timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
-never last: cut tests go first. A test with no history takes its file's median, else the suite's.
+never last: cut tests go first among the long ones (`Feed` decides when the long ones go out
+beside the short ones). A test with no history takes its file's median, else the suite's.
 Durations are compared in whole seconds, so the many short tests keep the suite's order.
 
 A test that fills its device (`share.learn`) is expected to take its time alone: it will run
@@ -30,6 +31,7 @@ class Estimate:
     seconds: float
     cut: bool = False  # a recent attempt was cut: `seconds` is a lower bound
     known: bool = True  # from the test's own history, not a prior
+    blind: bool = False  # nothing of its file ran before: it goes out with the short tests
     fills: bool | None = None  # fills its device (share.learn); None: not known
     presumed: bool = False  # fills by default, for want of evidence (Sharing.presumed)
 
@@ -70,14 +72,17 @@ def estimates(
     for nodeid in nodeids:
         if nodeid not in out:
             prior = by_file.get(file_of(nodeid))
-            out[nodeid] = Estimate(median(prior) if prior else suite, known=False)
+            out[nodeid] = Estimate(median(prior) if prior else suite, known=False, blind=not prior)
     return out
 
 
 def _rank(e: Estimate) -> int:
     """Whole seconds, and at least 1 for a test that fills its device: it is handed out among
-    the long tests, in its device's chain, even where its time alone is under a second."""
-    return max(int(e.seconds), 1 if e.fills else 0)
+    the long tests, in its device's chain, even where its time alone is under a second. A test
+    whose file never ran is not ranked by the suite's median: a night cut in suite order knew
+    only its first files, and on one slot the tests never reached then waited behind them
+    again, night after night (bench/README.md, the cut scenario on one slot)."""
+    return 0 if e.blind else max(int(e.seconds), 1 if e.fills else 0)
 
 
 def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test") -> list:
