@@ -112,6 +112,9 @@ def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
     # one slot: nothing would run beside a long test, so the short ones go first
     taken = [one.take("d0w0") for _ in range(22)]
     assert taken == [g[0] for g in short] + ["h.py::fill", "m.py::long"]
+    anyone = Feed()  # the takers are not known: no slot to keep
+    anyone.fill(groups, 2, weights, fills)
+    assert [anyone.take("w0"), anyone.take("w1")] == ["h.py::fill", "m.py::long"]
 
 
 def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():

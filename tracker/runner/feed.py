@@ -164,6 +164,8 @@ class Feed:
         on one GPU with one slot, long tests first held the short ones back all night (call
         V's plan: 65 tests finished by 10 minutes, suite order 773), and with two slots a
         chained and a ranked long test took both."""
+        if not self.device:  # takers not known: nothing to keep
+            return True
         running = self.long[device] + list(self.filling.values()).count(device)
         return running < self.slots[device] - 1
 
