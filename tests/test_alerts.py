@@ -19,6 +19,7 @@ import pytest
 from helpers import junit, settings_for, tracker
 
 from tracker import alerts, queries, store
+from tracker.analysis.changes import run_events
 from tracker.config import AlertConfig, GitHubConfig, SuiteConfig
 from tracker.db import session_scope
 from tracker.ingest import load_run
@@ -346,6 +347,26 @@ def test_an_uploaded_run_gets_its_alert_after_the_answer(tmp_path):
     sent = [json.loads(line) for line in out.read_text().splitlines()]
     assert [a["id"] for a in sent] == ["run:2"]  # the first run changed nothing worth saying
     assert [e["kind"] for e in sent[0]["events"]] == ["new_failures", "newly_broken", "kernel"]
+
+
+def test_what_a_run_changed_is_not_read_from_the_run_after_it(tmp_path):
+    """A run's changes are worked out after it is stored, maybe once the next is too: two
+    uploads a moment apart must not lend the first the second's failure."""
+    out = tmp_path / "alerts.jsonl"
+    settings = settings_for(tmp_path, alerts=[AlertConfig(name="mail", format="file", path=out)])
+    first = datetime.now(UTC) - timedelta(minutes=1)
+    ids = [
+        _store(settings, tmp_path, n, {"t/test_a.py::test_x": (outcome, "boom")}, when)
+        for n, (outcome, when) in enumerate(
+            [("passed", first), ("failed", first + timedelta(milliseconds=300))]
+        )
+    ]
+    with session_scope(settings.database_url) as session:
+        runs = [queries.run_info(session, i) for i in ids]
+        assert run_events(session, settings, runs[0]) == []
+        assert [e["kind"] for e in run_events(session, settings, runs[1])] == [
+            "new_failures", "newly_broken", "kernel",
+        ]  # fmt: skip
 
 
 def test_a_runner_silent_here_is_a_missed_night_once(tmp_path):

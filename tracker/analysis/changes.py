@@ -134,10 +134,11 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     out once, when the run is stored
     (`alerts.record_run`): the analysis of a later day would answer differently."""
     started = datetime.fromisoformat(run["started_at"])
-    ended = datetime.fromisoformat(run["finished_at"] or run["started_at"])
     scope = partial(Scope, session, settings, run["suite"], run["runner"])
+    # the runs started up to this one's start: an upload a moment later, even one that started
+    # before this one ended, or was stored while this was worked out, lends it nothing
     before = _states(scope(now=started - timedelta(microseconds=1)))
-    after = _states(scope(now=max(ended, started) + timedelta(seconds=1)))
+    after = _states(scope(now=started))
     (v0, _, k0, met0), (v1, q1, k1, met1) = before, after
     events: list[dict[str, Any]] = []
     changed = run_changes(session, run)
