@@ -153,7 +153,7 @@ class Feed:
     def _lane_free(self, device: str) -> bool:
         """One lane while short tests are left (they are most of the tests, done first) and
         the device keeps a slot for them, then the device's lanes."""
-        taken = list(self.filling.values()).count(device)
+        taken = self._chained(device)
         if self.short_free:
             return not taken and self._room(device)
         return taken < self.lanes.get(device, 1)
@@ -166,8 +166,11 @@ class Feed:
         chained and a ranked long test took both."""
         if not self.device:  # takers not known: nothing to keep
             return True
-        running = self.long[device] + list(self.filling.values()).count(device)
-        return running < self.slots[device] - 1
+        return self.long[device] + self._chained(device) < self.slots[device] - 1
+
+    def _chained(self, device: str) -> int:
+        """The device's filling lanes taken."""
+        return list(self.filling.values()).count(device)
 
     def _presumed(self, taker: str) -> tuple[float, list[str], bool] | None:
         """For a slot with nothing else left: a group only presumed to fill, from any chain
