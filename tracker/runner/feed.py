@@ -5,8 +5,18 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, deque
+from typing import NamedTuple
 
 from tracker.records import file_of
+
+
+class Filling(NamedTuple):
+    """A group that fills its device, in a device's chain."""
+
+    seconds: float  # expected
+    tests: list[str]
+    presumed: bool  # only presumed to fill, for want of evidence
+    place: int  # in suite order
 
 
 class Feed:
@@ -31,14 +41,14 @@ class Feed:
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
-    each chain shortest first (those take turns on the device, so shortest first finishes the
-    most tests by any time without ending later), and a device runs one of them at a time while
-    short tests are left, if it keeps a slot for them. Then a chain of presumed ones too long
-    for the run gets more lanes (`_chain`), and a slot with nothing else to do takes a presumed
-    one beyond them. A device whose chain is done takes the longest test left in another
-    device's chain. Within a chain, a slot keeps to the files it began, and begins one that no
-    other slot has while there is one (`_pick`): a file's kernels are then compiled in one
-    process, not in each.
+    and a device runs one of them at a time while short tests are left, if it keeps a slot for
+    them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
+    slot with nothing else to do takes a presumed one beyond them. A device whose chain is done
+    takes the longest test left in another device's chain. Within a chain, files begin shortest
+    first (their tests take turns on the device, so that finishes the most tests by any time
+    without ending later), a file's tests go out in suite order, and a slot keeps to the files
+    it began and begins one that no other slot has while there is one (`_pick`): a file's
+    kernels are then compiled in one process, in the order the suite's authors run them.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -59,8 +69,7 @@ class Feed:
         self.after: dict[str, int] = {}  # where each taker's stretch carries on
         self.current: dict[str, deque[str]] = {}
         self.returned: deque[deque[str]] = deque()
-        self.chains: dict[str, list[tuple[float, list[str], bool]]] = {}  # device -> filling
-        # groups: (expected seconds, tests, only presumed to fill)
+        self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
@@ -73,10 +82,12 @@ class Feed:
         weights: list[float] | None = None,
         fills: list[bool] | None = None,
         presumed: list[bool] | None = None,
+        places: list[int] | None = None,
     ) -> None:
         """`weights`: the groups' expected seconds (the ranked ones at least; missing ones
         count as 0); `fills`: which of the ranked groups fill a device; `presumed`: of which
-        only presumed to, for want of evidence."""
+        only presumed to, for want of evidence; `places`: the ranked groups' places in suite
+        order (their order here, when not given)."""
         with self.lock:
             groups = [list(g) for g in groups if g]
             ranked = len(groups) if ranked is None else ranked
@@ -85,7 +96,9 @@ class Feed:
             if self.device:
                 self.span = sum(weights) / len(self.device)
             presumed = presumed or [False] * ranked
-            filling = [(weights[i], groups[i], presumed[i]) for i in range(ranked) if fills[i]]
+            places = places or list(range(ranked))
+            filling = [Filling(weights[i], groups[i], presumed[i], places[i])
+                       for i in range(ranked) if fills[i]]  # fmt: skip
             self._chain(filling)
             keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
             self.groups = [groups[i] for i in keep]
@@ -95,7 +108,7 @@ class Feed:
             self.short_free = len(self.groups) - self.ranked
             self.filled = True
 
-    def _chain(self, filling: list[tuple[float, list[str], bool]]) -> None:
+    def _chain(self, filling: list[Filling]) -> None:
         """Deal the filling groups to per-device chains. A chain that holds presumed ones and
         is longer than the run's ideal length runs in as many lanes as make it fit, up to half
         its device's slots: 78 presumed tests made a 591 s chain on one GPU, and letting them
@@ -104,18 +117,18 @@ class Feed:
         load = dict.fromkeys(devices, 0.0)
         self.chains = {d: [] for d in devices}
         guessing: set[str] = set()
-        for weight, group, presumed in sorted(filling, key=lambda x: -x[0]):
+        for group in sorted(filling, key=lambda g: -g.seconds):
             device = min(devices, key=lambda d: load[d])
-            load[device] += weight
-            self.chains[device].append((weight, group, presumed))
-            if presumed:
+            load[device] += group.seconds
+            self.chains[device].append(group)
+            if group.presumed:
                 guessing.add(device)
         for device, chain in self.chains.items():
-            chain.sort(key=lambda x: x[0], reverse=True)  # popped from the end: shortest first
+            chain.sort(key=lambda g: g.seconds, reverse=True)  # shortest at the end
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, self.slots[device] // 2))
 
-    def _next_filling(self, taker: str) -> tuple[float, list[str], bool] | None:
+    def _next_filling(self, taker: str) -> Filling | None:
         """The taker's device's next filling group, if a lane is free: from its own chain
         (`_pick`), else the longest left in the chain with the most work left."""
         device = self.device.get(taker, "")
@@ -126,28 +139,34 @@ class Feed:
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        return max(donors, key=lambda c: sum(w for w, *_ in c)).pop(0)
+        return max(donors, key=lambda c: sum(g.seconds for g in c)).pop(0)
 
-    def _pick(
-        self, chain: list[tuple[float, list[str], bool]], taker: str, presumed: bool = False
-    ) -> tuple[float, list[str], bool] | None:
-        """The shortest group of `chain` (of those only presumed to fill, with `presumed`) from
-        a file the taker began, else from a file no one began, else any. A cold GPU night's
-        chain spread over every slot had each process compile each file's kernels: its 24 dyt
-        cases took 690 s of slot time, against 306 s in one xdist worker, where 8 of them took
-        0.0 s once the file's earlier cases had compiled them (bench/README.md, call V)."""
-        best: dict[int, int] = {}  # 0: the taker's file, 1: no one's, 2: another's -> index
+    def _pick(self, chain: list[Filling], taker: str, presumed: bool = False) -> Filling | None:
+        """The next group of `chain` (of those only presumed to fill, with `presumed`), in
+        suite order, from a file the taker began, else from the file no one began with the
+        shortest group, else from any. A cold GPU night's chain spread over every slot had each
+        process compile each file's kernels: its 24 dyt cases took 690 s of slot time, against
+        306 s in one xdist worker, where 8 of them took 0.0 s once the file's earlier cases had
+        compiled them (bench/README.md, call V). Suite order within a file, because a suite may
+        depend on it: test_mlp's float32 cases ran out of shared memory in a process that first
+        ran the same shape in bfloat16, 10 of them on a night that took the file shortest first
+        (call X)."""
+        best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
-            if presumed and not chain[k][2]:
+            if presumed and not chain[k].presumed:
                 continue
-            owner = self.began.get(file_of(chain[k][1][0]))
-            best.setdefault(0 if owner == taker else 1 if owner is None else 2, k)
+            file = file_of(chain[k].tests[0])
+            owner = self.began.get(file)
+            best.setdefault(0 if owner == taker else 1 if owner is None else 2, file)
             if 0 in best:
                 break
         if not best:
             return None
-        picked = chain.pop(best[min(best)])
-        self.began.setdefault(file_of(picked[1][0]), taker)
+        file = best[min(best)]
+        same = [k for k, g in enumerate(chain)
+                if file_of(g.tests[0]) == file and (g.presumed or not presumed)]  # fmt: skip
+        picked = chain.pop(min(same, key=lambda k: chain[k].place))
+        self.began.setdefault(file, taker)
         return picked
 
     def _lane_free(self, device: str) -> bool:
@@ -172,7 +191,7 @@ class Feed:
         """The device's filling lanes taken."""
         return list(self.filling.values()).count(device)
 
-    def _presumed(self, taker: str) -> tuple[float, list[str], bool] | None:
+    def _presumed(self, taker: str) -> Filling | None:
         """For a slot with nothing else left: a group only presumed to fill, from any chain
         (`_pick`'s). Nothing says it takes turns, and a slot left idle while it waits for a lane
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
@@ -208,15 +227,15 @@ class Feed:
         device = self.device.get(taker, "")
         if (chained := self._next_filling(taker)) is not None:
             self.filling[taker] = device
-            self.handed += chained[0]
-            return deque(chained[1])
+            self.handed += chained.seconds
+            return deque(chained.tests)
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
             if (spare := self._presumed(taker)) is None:
                 return None
-            self.handed += spare[0]  # beyond the lanes: it holds none of them
-            return deque(spare[1])
+            self.handed += spare.seconds  # beyond the lanes: it holds none of them
+            return deque(spare.tests)
         spread = self.running[device] <= min(self.running.values())
         if self.head < self.ranked and ((spread and self._due(device)) or not self.short_free):
             i = self.head
@@ -273,7 +292,7 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
-            spare = any(presumed for c in self.chains.values() for *_, presumed in c)
+            spare = any(g.presumed for c in self.chains.values() for g in c)
             return bool(
                 self.returned
                 or self.current.get(taker)

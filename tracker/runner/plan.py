@@ -120,7 +120,8 @@ def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: s
     weights = [sum(expected[n].seconds for n in g) for g in groups]
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
     presumed = [any(expected[n].presumed for n in g) for g in groups[:count]]
-    feed.fill(groups, count, weights, fills, presumed)
+    place = {n: i for i, n in enumerate(nodeids)}
+    feed.fill(groups, count, weights, fills, presumed, [place[g[0]] for g in groups[:count]])
 
 
 @dataclass
