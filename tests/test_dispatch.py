@@ -4,6 +4,7 @@ asserted; wall times are measured in bench/dispatch.py, never here."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -187,3 +188,17 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     for state in ("cold", "warm"):  # what tonight's cache will be, when the user knows better
         asked = json.loads(tracker(tmp_path, "plan", "s", "--json", f"--{state}").stdout)
         assert asked["kernel_cache"] == state and asked["predicted_end"] == 35.0
+
+
+def test_a_long_plan_prints_a_few_minutes_not_every_one(tmp_path):
+    """A one-slot plan of a cold GPU night ran to 71 minutes and printed all of them."""
+    from helpers import tracker
+
+    config = '[runner]\nname = "ci"\n[[suites]]\nname = "s"\npath = "."\n'
+    cases = "".join(f'<testcase classname="t" name="k{i}" time="300"/>' for i in range(15))
+    (tmp_path / "j.xml").write_text(f'<testsuite name="pytest">{cases}</testsuite>')
+    tracker(tmp_path, "ingest", "j.xml", "--suite", "s", "--runner", "ci", config=config)
+    text = tracker(tmp_path, "plan", "s", "--devices", "1").stdout
+    done = text[text.index("tests done by") : text.index("longest tests")]
+    minutes = [int(m) for m in re.findall(r"(\d+) min:", done)]
+    assert minutes == [1, 2, 5, 10, 15, 20, 30, 45, 60, 76]  # 15 x 300 s on one slot: 75 min

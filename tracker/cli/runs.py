@@ -420,7 +420,7 @@ def plan_command(
         f"{plural(unknown, 'test')} without history",
         **prose,
     )
-    done = [f"{m} min: {n:,}" for m, n in by_minute.items()]
+    done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
     for i in range(0, len(done), 5):
         out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 5]))
     out.print("longest tests (expected s, sharing, slowed of attempts with company):")
@@ -428,6 +428,15 @@ def plan_command(
         slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
         out.print(Text(f"  {t['seconds']:>7.1f} s  {t['sharing']:<7}  {slowed:>5}"))
         out.print(Text(f"    {t['nodeid']}"))
+
+
+def _checkpoints(last: int) -> list[int]:
+    """The minutes `tracker plan` prints: every one up to 10, then a widening few and the last.
+    A one-slot plan of a cold night ran to 71 minutes, and printed every one (15 lines)."""
+    if last <= 10:
+        return list(range(1, last + 1))
+    marks = [1, 2, 5, 10, 15, 20, 30, 45, 60, 90, *range(120, last, 60)]
+    return [m for m in marks if m < last] + [last]
 
 
 @app.command("push")
