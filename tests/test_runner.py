@@ -121,7 +121,10 @@ def test_run_timeout_keeps_what_finished(run_suite):
     # the limit falls in test_hard_hang (after test_hang's 5 s, before its 7 s watchdog) for a
     # start of up to ~7 s: under -n 6 on 2 cores a start took over 4 s, and a 6 s limit then
     # cut test_hang before its own timeout
-    detail = run_suite("test_hang.py", "test_outcomes.py", test_timeout=5, run_timeout=12, reruns=0)
+    detail = run_suite(
+        "test_hang.py", "test_outcomes.py", test_timeout=5, run_timeout=12, reruns=0,
+        rerun_reserve=0,  # test_hang's timeout would otherwise stop the tests at 10.8 s
+    )  # fmt: skip
     assert detail["run"]["status"] == "timed_out"
     got = outcomes(detail)
     assert got["test_hang.py::test_hang"] == ("timeout", ["timeout"])
@@ -131,6 +134,25 @@ def test_run_timeout_keeps_what_finished(run_suite):
     assert "the run's time limit" in cut["attempts"][0]["message"]
     assert got["test_outcomes.py::test_pass"] == ("not_run", [])
     assert detail["run"]["expected"] == 9
+
+
+def test_a_failure_keeps_the_end_of_the_run_for_its_rerun(run_suite):
+    """A night that runs to its limit (every cold night on one GPU) reran no failure: the
+    tests now stop early once one has failed, and the rest of the run confirms it."""
+    detail = run_suite(
+        "test_flaky.py", "test_hang.py", deselect=["test_hang.py::test_hang"],
+        test_timeout=60, run_timeout=20, rerun_reserve=0.5,
+    )  # fmt: skip
+    run = detail["run"]
+    assert run["status"] == "timed_out" and "its last 50% to the reruns" in run["message"]
+    got = outcomes(detail)
+    assert (
+        got["test_flaky.py::test_fails_first_time"] == FLAKY["test_flaky.py::test_fails_first_time"]
+    )
+    assert got["test_hang.py::test_hard_hang"] == ("interrupted", ["interrupted"])
+    cut = next(r for r in detail["results"] if r["nodeid"] == "test_hang.py::test_hard_hang")
+    assert "to keep the rest of its time for reruns" in cut["attempts"][0]["message"]
+    assert got["test_hang.py::test_after_hang"] == ("not_run", [])
 
 
 def test_two_workers_share_the_suite(run_suite):
@@ -230,6 +252,8 @@ def test_run_limit_cut_does_not_fail_its_kernel(run_suite, settings):
     )
     assert detail["run"]["status"] == "timed_out"
     assert outcomes(detail)["test_hang.py::test_hard_hang"][0] == "interrupted"
+    cut = next(r for r in detail["results"] if r["nodeid"] == "test_hang.py::test_hard_hang")
+    assert "the run's time limit" in cut["attempts"][0]["message"]  # nothing failed: no reserve
     with session_scope(settings.database_url) as session:
         scope = Scope(session, settings, "realities")
         kernels = {k.kernel: k.status for k in scope.kernels()}

@@ -19,10 +19,12 @@ from pathlib import Path
 from tracker.config import Settings, SuiteConfig
 from tracker.ingest.confirm import contended, settle
 from tracker.records import (
+    CRASHED,
     FAILING,
     PASSED,
     RUN_INFRA,
     RUN_TIMED_OUT,
+    TIMEOUT,
     AttemptRecord,
     RunRecord,
     Sample,
@@ -146,6 +148,7 @@ class _Execution:
         self.lock = threading.Lock()
         self.process_numbers = itertools.count()
         self.timed_out = False
+        self.cut_short = False  # the tests stopped early, to leave the rest to the reruns
         self.notes: list[str] = []
 
     def queue(self, slot: Slot, nodeids: list[str], rerun: bool) -> list[AttemptRecord]:
@@ -174,25 +177,46 @@ class _Execution:
         return attempts
 
     def pull(
-        self, slots: list[Slot], feed: Feed, on_collected: Callable[[list[str]], None]
+        self,
+        slots: list[Slot],
+        feed: Feed,
+        on_collected: Callable[[list[str]], None],
+        reserve_from: float,
+        rerun: frozenset[str] = FAILING,
     ) -> tuple[list[AttemptRecord], list[AttemptRecord]]:
         """Each slot keeps one pytest process that pulls tests from the feed until it is
         empty; the first process to collect the suite fills the feed. A process that dies or
         hangs is blamed on its running test, gives back what it was handed and did not run,
-        and the slot starts a fresh one that carries on pulling. Returns the tests' attempts
-        and the collection errors (every process reports them: they are kept once)."""
+        and the slot starts a fresh one that carries on pulling. Once an attempt has an outcome
+        in `rerun`, the tests stop at `reserve_from` (at once, when later): the rest of the
+        run's time is for the reruns. Returns the tests' attempts and the collection errors
+        (every process reports them: they are kept once)."""
         collected: list[AttemptRecord] = []
         errors: dict[str, AttemptRecord] = {}
+        cut, failed = threading.Event(), threading.Event()
+        pulling = replace(self.job, cut=cut)
+
+        def seen(attempt: AttemptRecord) -> None:
+            self.reporter.attempt(attempt, False)
+            if attempt.outcome in rerun:
+                failed.set()
+                if time.monotonic() >= reserve_from:
+                    cut.set()
+
+        def reserve() -> None:
+            if failed.is_set():
+                cut.set()
+
+        timer = threading.Timer(max(0.0, reserve_from - time.monotonic()), reserve)
+        timer.daemon = True
 
         def worker(slot: Slot) -> None:
-            job = replace(self.job, env={**self.job.env, **slot.env})
+            job = replace(pulling, env={**pulling.env, **slot.env})
             pull = Pull(feed, slot.name, on_collected)
             while feed.pending(slot.name) and not self.timed_out:
                 with self.lock:
                     number = next(self.process_numbers)
-                result = run_process(
-                    job, [], f"p{number}", lambda a: self.reporter.attempt(a, False), pull
-                )
+                result = run_process(job, [], f"p{number}", seen, pull)
                 handed = {bound_nodeid(n) for n in result.handed}
                 ran = [a for a in result.attempts if a.nodeid in handed]
                 for attempt in ran:
@@ -213,7 +237,13 @@ class _Execution:
                 if not ran:  # no progress: the next process would do the same
                     return
 
-        _on_each(slots, worker)
+        timer.start()
+        try:
+            _on_each(slots, worker)
+        finally:
+            timer.cancel()
+        if cut.is_set() and time.monotonic() < self.job.deadline:
+            self.timed_out, self.cut_short = False, True
         return collected, list(errors.values())
 
     def in_parallel(
@@ -309,7 +339,9 @@ def execute(
             plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 
-    attempts, collect_errors = execution.pull(slots, feed, plan_run)
+    reserve_from = t0 + suite.run_timeout * (1 - suite.rerun_reserve)
+    rerun = FAILING if suite.reruns else frozenset({TIMEOUT, CRASHED})  # confirmed alone
+    attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, rerun)
     phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
     record.attempts.extend([*collect_errors, *attempts])
@@ -326,11 +358,14 @@ def execute(
         phases.mark("first_test", (min(starts) - started).total_seconds())
 
     notes = "; ".join(execution.notes)[:4000] or None
-    if execution.timed_out:
-        return finish(
-            RUN_TIMED_OUT,
-            f"run_timeout of {suite.run_timeout:g} s reached" + (f"; {notes}" if notes else ""),
-        )
+    if execution.timed_out or execution.cut_short:
+        why = f"run_timeout of {suite.run_timeout:g} s reached"
+        if execution.cut_short:
+            why = (
+                f"the tests stopped before the run_timeout of {suite.run_timeout:g} s, to leave "
+                f"its last {suite.rerun_reserve:.0%} to the reruns"
+            )
+        return finish(RUN_TIMED_OUT, why + (f"; {notes}" if notes else ""))
     return finish(None, notes)
 
 

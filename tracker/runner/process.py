@@ -48,6 +48,7 @@ class Job:
     workdir: Path
     test_timeout: float
     deadline: float  # time.monotonic() at which the run's time is up
+    cut: threading.Event | None = None  # set: the tests stop, the rest of the run is for reruns
     fatal_regex: str = ""
     use_pytest_timeout: bool = False
 
@@ -360,10 +361,22 @@ def _watch(
         for line in report_tail.lines():
             watch.report(line)
 
+    reported = 0
+
+    def report_done() -> None:
+        """Each attempt as it ends: the run's progress, and its reserve for reruns, hear of a
+        failure while the process runs on (a pulling process may run all night)."""
+        nonlocal reported
+        for attempt in watch.done[reported:]:
+            attempt.worker = name
+            on_attempt(attempt)
+        reported = len(watch.done)
+
     killed: str | None = None
     while True:
         code = proc.poll()
         drain()
+        report_done()
         if code is not None:
             break
         now, current = time.monotonic(), watch.running()
@@ -371,6 +384,8 @@ def _watch(
             killed = TIMEOUT
         elif now > job.deadline:
             killed = "run_timeout"
+        elif job.cut is not None and job.cut.is_set():
+            killed = "reserve"
         if killed:
             _kill(proc)
             code = proc.wait()
@@ -388,20 +403,21 @@ def _watch(
             why = f"no result after {watchdog_limit(job.test_timeout):g} s: killed"
         elif killed == "run_timeout":
             why = "the run's time limit was reached during this test"
+        elif killed == "reserve":
+            why = "the run stopped its tests here, to keep the rest of its time for reruns"
         else:
             why = f"the test process died ({_exit_text(code)})"
         # a test the run's limit cut did not fail: it is interrupted, no evidence either way
         outcome = {None: CRASHED, TIMEOUT: TIMEOUT}.get(killed, INTERRUPTED)
         watch.blame(current[0], outcome, why, output_tail(output), time.monotonic() - current[1])
-    for attempt in watch.done:
+    report_done()
+    for attempt in watch.done:  # a fast test's report may be read before its start
         attempt.position = watch.positions.get(attempt.nodeid)
-        attempt.worker = name
-        on_attempt(attempt)
     given = pipes.handed if pipes else nodeids
     result = ProcessResult(
         attempts=watch.done,
         remaining=[n for n in given if bound_nodeid(n) not in watch.finished and n not in unknown],
-        run_timed_out=killed == "run_timeout",
+        run_timed_out=killed in ("run_timeout", "reserve"),
         unknown=unknown,
         handed=list(given),
     )
