@@ -9,6 +9,9 @@ in the same call, each against its lower bound:
 - cut: more device work (6 x 3 s + 16 x 1 s) than the run's limit (14 s) allows, among 400
   light tests, as a cold night on one GPU: tests finished by each checkpoint, for both tools
   (most: the light ones, then the 1 s ones one at a time; started together, they take turns).
+- rerun: the cut suite, and a light test that fails the first time it runs each night (as an
+  order-dependent test fails in a crowded process), with `reruns = 1`: whether the night that
+  hits its limit still reruns it (`rerun_reserve`), and what that costs by each checkpoint.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process: the tests
   always ran four at once, so the second night presumes they fill the device and chains them;
@@ -122,6 +125,18 @@ def cut(folder: Path, slots: int) -> float:
     return 400 + CUT_LIMIT - 2  # the light ones, then a 1 s one each second of the device
 
 
+def rerun(folder: Path, slots: int) -> float:
+    cut(folder, slots)
+    (folder / "test_b_once.py").write_text(
+        "import os, pathlib\n\n\ndef test_fails_first_time():\n"
+        "    marker = pathlib.Path(os.environ['DEVICE_LOCK'] + '.ran')\n"
+        "    if not marker.exists():\n"
+        "        marker.write_text('1')\n"
+        "        raise AssertionError('failed in the night, passes when rerun')\n"
+    )
+    return 400 + 1 + CUT_LIMIT - 2
+
+
 def compiled(folder: Path, slots: int) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text(INI)
@@ -136,7 +151,7 @@ def compiled(folder: Path, slots: int) -> float:
     return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
 
 
-SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "compile": compiled}
+SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled}
 
 
 def finished_by(launch: float, logs: list[Path]) -> str:
@@ -145,7 +160,9 @@ def finished_by(launch: float, logs: list[Path]) -> str:
     return " / ".join(str(sum(1 for s in stops if s <= t)) for t in CHECKPOINTS)
 
 
-def night(src: Path, work: Path, slots: int, limit: float = 600) -> tuple[float, dict, str]:
+def night(
+    src: Path, work: Path, slots: int, limit: float = 600, reruns: int = 0
+) -> tuple[float, dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env.update(
         PYTHONPATH=str(src.resolve()),
@@ -155,8 +172,10 @@ def night(src: Path, work: Path, slots: int, limit: float = 600) -> tuple[float,
     (work / "tracker.toml").write_text(
         f'data_dir = "{work / "data"}"\n[runner]\nname = "bench"\ndevice = "cpu"\n'
         f'[[suites]]\nname = "s"\npath = "{work / "suite"}"\npython = "{sys.executable}"\n'
-        f"reruns = 0\nworkers_per_device = {slots}\ntest_timeout = 60\nrun_timeout = {limit}\n"
+        f"reruns = {reruns}\nworkers_per_device = {slots}\ntest_timeout = 60\n"
+        f"run_timeout = {limit}\n"
     )
+    (work / "device.lock.ran").unlink(missing_ok=True)  # the `rerun` scenario's test fails anew
     launch, t0 = time.time(), time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "tracker.cli", "run", "s", "--json"],
@@ -165,7 +184,9 @@ def night(src: Path, work: Path, slots: int, limit: float = 600) -> tuple[float,
         capture_output=True,
         text=True,
     )
-    run = json.loads(out.stdout)["run"]
+    got = json.loads(out.stdout)
+    run = got["run"]
+    run["once"] = next((r["outcome"] for r in got["results"] if "once" in r["nodeid"]), None)
     folder = max((work / "data" / "runs" / "s").iterdir())  # named by start time: tonight's
     logs = sorted(folder.glob("p*.reportlog.jsonl"))
     return time.monotonic() - t0, run, finished_by(launch, logs)
@@ -174,6 +195,7 @@ def night(src: Path, work: Path, slots: int, limit: float = 600) -> tuple[float,
 def xdist(work: Path, slots: int, limit: float | None = None) -> tuple[float, str]:
     """Plain pytest-xdist on the same suite, the same slots: the tool a user would pick."""
     env = {**os.environ, "DEVICE_LOCK": str(work / "device.lock")}
+    (work / "device.lock.ran").unlink(missing_ok=True)
     log = work / "xdist.jsonl"
     launch, t0 = time.time(), time.monotonic()
     proc = subprocess.Popen(
@@ -211,14 +233,16 @@ def main() -> None:
         for name, src in (t.split("=", 1) for t in args.trees):
             work = Path(tempfile.mkdtemp(prefix=f"dispatch-{scenario}-{name}-"))
             bound = write(work / "suite", args.slots)
-            if scenario == "cut":  # tests finished by each checkpoint, against the most possible
+            if scenario in ("cut", "rerun"):  # tests finished by each checkpoint
                 _, done = xdist(work, args.slots, CUT_LIMIT)
-                print(f"| cut (at best {bound:.0f} by {CUT_LIMIT} s) | xdist | - | - | - | - "
-                      f"| by {CHECKPOINTS} s: {done} |")  # fmt: skip
+                print(f"| {scenario} (at best {bound:.0f} by {CUT_LIMIT} s) | xdist | - | - | - "
+                      f"| - | by {CHECKPOINTS} s: {done} |")  # fmt: skip
+                reruns = int(scenario == "rerun")
                 for n in range(1, args.nights + 1):
-                    _, run, done = night(Path(src), work, args.slots, CUT_LIMIT)
-                    print(f"| cut | {name} | {n} | - | {run['duration']:.1f} s | - | "
-                          f"by {CHECKPOINTS} s: {done} |")  # fmt: skip
+                    _, run, done = night(Path(src), work, args.slots, CUT_LIMIT, reruns)
+                    once = f"; the failing test: {run['once']}" if reruns else ""
+                    print(f"| {scenario} | {name} | {n} | - | {run['duration']:.1f} s | - | "
+                          f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
                 continue
             wall, _ = xdist(work, args.slots)
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
