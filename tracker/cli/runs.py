@@ -403,7 +403,7 @@ def plan_command(
         **prose,
     )
     out.print(
-        f"predicted: the last test ends {predicted.end:.0f} s after the first starts (from each "
+        f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
         "test's expected time, without tests slowing each other; on real cold GPU nights a "
         "test's time was typically 1.3-3.5x off its expected one: bench/README.md)",
         **prose,
