@@ -139,9 +139,9 @@ def test_run_timeout_keeps_what_finished(run_suite):
 def test_a_failure_keeps_the_end_of_the_run_for_its_rerun(run_suite):
     """A night that runs to its limit (every cold night on one GPU) reran no failure: the
     tests now stop early once one has failed, and the rest of the run confirms it."""
-    detail = run_suite(
+    detail = run_suite(  # at 12 s test_after_hang is left to hand out: test_hard_hang stops
         "test_flaky.py", "test_hang.py", deselect=["test_hang.py::test_hang"],
-        test_timeout=60, run_timeout=20, rerun_reserve=0.5,
+        test_timeout=60, run_timeout=24, rerun_reserve=0.5,
     )  # fmt: skip
     run = detail["run"]
     assert run["status"] == "timed_out" and "its last 50% to the reruns" in run["message"]
@@ -153,6 +153,20 @@ def test_a_failure_keeps_the_end_of_the_run_for_its_rerun(run_suite):
     cut = next(r for r in detail["results"] if r["nodeid"] == "test_hang.py::test_hard_hang")
     assert "to keep the rest of its time for reruns" in cut["attempts"][0]["message"]
     assert got["test_hang.py::test_after_hang"] == ("not_run", [])
+
+
+def test_a_night_that_ends_within_its_reserve_ends_as_it_would_have(run_suite, tmp_path):
+    """The last test, running when the reserve begins (10 s), ends before the running ones are
+    cut (15 s): the night is whole, not `timed_out`, and the failure still gets its rerun."""
+    suite = tmp_path / "late"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_fails():\n    assert False\n")
+    (suite / "test_b.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(10)\n")
+    detail = run_suite(suite_path=suite, test_timeout=60, run_timeout=20, rerun_reserve=0.5)
+    assert detail["run"]["status"] == "failed"
+    got = outcomes(detail)
+    assert got["test_b.py::test_slow"] == ("passed", ["passed"])
+    assert got["test_a.py::test_fails"] == ("failed", ["failed", "failed"])
 
 
 def test_two_workers_share_the_suite(run_suite):

@@ -188,27 +188,40 @@ class _Execution:
         empty; the first process to collect the suite fills the feed. A process that dies or
         hangs is blamed on its running test, gives back what it was handed and did not run,
         and the slot starts a fresh one that carries on pulling. Once an attempt has an outcome
-        in `rerun`, the tests stop at `reserve_from` (at once, when later): the rest of the
-        run's time is for the reruns. Returns the tests' attempts and the collection errors
-        (every process reports them: they are kept once)."""
+        in `rerun`, no test goes out after `reserve_from` (at once, when later): the rest of the
+        run's time is for the reruns. The tests running then stop too, unless none was left to
+        hand out: a night that would end within half that time ends as it would have. Returns the
+        tests' attempts and the collection errors (every process reports them: kept once)."""
         collected: list[AttemptRecord] = []
         errors: dict[str, AttemptRecord] = {}
-        cut, failed = threading.Event(), threading.Event()
+        failed, stopped, cut = threading.Event(), threading.Event(), threading.Event()
         pulling = replace(self.job, cut=cut)
+        grace = (self.job.deadline - reserve_from) / 2
+        timers: list[threading.Timer] = []
+        left: list[bool] = []
+
+        def later(seconds: float, then: Callable[[], None]) -> None:
+            timer = threading.Timer(max(0.0, seconds), then)
+            timer.daemon = True
+            timers.append(timer)
+            timer.start()
+
+        def stop() -> None:
+            """No test goes out any more. With tests left, the night cannot be whole: the ones
+            running stop now. Without, they get half of what is left to end in."""
+            with self.lock:
+                if stopped.is_set():
+                    return
+                stopped.set()
+            left.append(feed.close())
+            later(0 if left[-1] else grace, cut.set)
 
         def seen(attempt: AttemptRecord) -> None:
             self.reporter.attempt(attempt, False)
             if attempt.outcome in rerun:
                 failed.set()
                 if time.monotonic() >= reserve_from:
-                    cut.set()
-
-        def reserve() -> None:
-            if failed.is_set():
-                cut.set()
-
-        timer = threading.Timer(max(0.0, reserve_from - time.monotonic()), reserve)
-        timer.daemon = True
+                    stop()
 
         def worker(slot: Slot) -> None:
             job = replace(pulling, env={**pulling.env, **slot.env})
@@ -237,13 +250,18 @@ class _Execution:
                 if not ran:  # no progress: the next process would do the same
                     return
 
-        timer.start()
+        def at_reserve() -> None:
+            if failed.is_set():
+                stop()
+
+        later(reserve_from - time.monotonic(), at_reserve)
         try:
             _on_each(slots, worker)
         finally:
-            timer.cancel()
-        if cut.is_set() and time.monotonic() < self.job.deadline:
-            self.timed_out, self.cut_short = False, True
+            for timer in timers:
+                timer.cancel()
+        if stopped.is_set() and time.monotonic() < self.job.deadline:  # tests were left, or cut
+            self.timed_out, self.cut_short = False, any(left) or self.timed_out
         return collected, list(errors.values())
 
     def in_parallel(

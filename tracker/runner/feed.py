@@ -73,6 +73,7 @@ class Feed:
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
+        self.closed = False  # no test goes out any more
         self.lock = threading.Lock()
 
     def fill(
@@ -205,6 +206,8 @@ class Feed:
 
     def take(self, taker: str) -> str | None:
         with self.lock:
+            if self.closed:
+                return None
             group = self.current.get(taker)
             if not group:
                 self._release(taker)
@@ -285,9 +288,23 @@ class Feed:
             if rest:
                 self.returned.appendleft(deque(rest))
 
+    def close(self) -> bool:
+        """Hand out nothing more (the rest of the run is for reruns); whether any test was left."""
+        with self.lock:
+            self.closed = True
+            return bool(
+                not self.filled
+                or self.returned
+                or any(self.current.values())
+                or any(self.free[self.head :])
+                or any(self.chains.values())
+            )
+
     def pending(self, taker: str) -> bool:
         """Work this taker could still be handed (all of it, until the suite is collected)."""
         with self.lock:
+            if self.closed:
+                return False
             if not self.filled:
                 return True
             device = self.device.get(taker, "")
