@@ -51,6 +51,8 @@ LONG = 1.0
 CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
 # a first attempt with one of these is rerun alone and makes a run fail unless the rerun passes
 FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
+# what long tests beside it on its device can cause: it counts once confirmed alone
+CROWDING = frozenset({TIMEOUT, CRASHED})
 
 # run statuses
 RUN_PASSED, RUN_FLAKY, RUN_FAILED = "passed", "flaky", "failed"

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from tracker.models import MESSAGE_MAX
 from tracker.records import (
-    CRASHED,
+    CROWDING,
     FAILING,
     LONG,
-    TIMEOUT,
     UNCONFIRMED,
     AttemptRecord,
     RunRecord,
@@ -50,7 +49,7 @@ def contended(
     that company. `tests`: `record.by_test()`, when the caller has it."""
     out = {}
     for nodeid, attempts in (tests or record.by_test()).items():
-        failed = attempts and attempts[0].outcome in (TIMEOUT, CRASHED)
+        failed = attempts and attempts[0].outcome in CROWDING
         if failed and (beside := company(attempts[0], record.attempts)):
             out[nodeid] = beside
     return out
@@ -65,12 +64,12 @@ def settle(record: RunRecord) -> int:
     for nodeid, beside in contended(record, tests).items():
         attempts = tests[nodeid]
         alone = next((a for a in attempts[1:] if not company(a, record.attempts)), None)
-        if alone is not None and alone.outcome in (TIMEOUT, CRASHED, *FAILING):
+        if alone is not None and alone.outcome in FAILING:
             continue  # confirmed alone
         names = ", ".join(b.nodeid.rsplit("::", 1)[-1][:80] for b in beside[:3])
         why = "passed alone" if alone else "never run alone (the run's limit came first)"
         for a in attempts[: attempts.index(alone) if alone is not None else len(attempts)]:
-            if a.outcome in (TIMEOUT, CRASHED):
+            if a.outcome in CROWDING:
                 a.message = bound(
                     f"unconfirmed: {a.outcome} after {a.duration:.0f} s beside {len(beside)} long "
                     f"test(s) on the same device ({names}); {why}. {a.message or ''}",

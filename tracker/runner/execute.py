@@ -19,12 +19,11 @@ from pathlib import Path
 from tracker.config import Settings, SuiteConfig
 from tracker.ingest.confirm import contended, settle
 from tracker.records import (
-    CRASHED,
+    CROWDING,
     FAILING,
     PASSED,
     RUN_INFRA,
     RUN_TIMED_OUT,
-    TIMEOUT,
     AttemptRecord,
     RunRecord,
     Sample,
@@ -198,7 +197,7 @@ class _Execution:
         pulling = replace(self.job, cut=cut)
         grace = (self.job.deadline - reserve_from) / 2
         timers: list[threading.Timer] = []
-        left: list[bool] = []
+        left = False  # tests were left to hand out when the reserve began
 
         def later(seconds: float, then: Callable[[], None]) -> None:
             timer = threading.Timer(max(0.0, seconds), then)
@@ -209,12 +208,13 @@ class _Execution:
         def stop() -> None:
             """No test goes out any more. With tests left, the night cannot be whole: the ones
             running stop now. Without, they get half of what is left to end in."""
+            nonlocal left
             with self.lock:
                 if stopped.is_set():
                     return
                 stopped.set()
-            left.append(feed.close())
-            later(0 if left[-1] else grace, cut.set)
+            left = feed.close()
+            later(0 if left else grace, cut.set)
 
         def seen(attempt: AttemptRecord) -> None:
             self.reporter.attempt(attempt, False)
@@ -261,7 +261,7 @@ class _Execution:
             for timer in timers:
                 timer.cancel()
         if stopped.is_set() and time.monotonic() < self.job.deadline:  # tests were left, or cut
-            self.timed_out, self.cut_short = False, any(left) or self.timed_out
+            self.timed_out, self.cut_short = False, left or self.timed_out
         return collected, list(errors.values())
 
     def in_parallel(
@@ -358,7 +358,7 @@ def execute(
         reporter.collected(len(nodeids))
 
     reserve_from = t0 + suite.run_timeout * (1 - suite.rerun_reserve)
-    rerun = FAILING if suite.reruns else frozenset({TIMEOUT, CRASHED})  # confirmed alone
+    rerun = FAILING if suite.reruns else CROWDING  # those are confirmed alone even so
     attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, rerun)
     phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
