@@ -411,7 +411,7 @@ def plan_command(
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
     out.print(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
-        f"evidence), {sum(t['seconds'] for t in fills):.0f} s in all; at once per device: "
+        f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
         + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items())),
         **prose,
     )
