@@ -149,8 +149,9 @@ class Feed:
         process compile each file's kernels: its 24 dyt cases took 690 s of slot time, against
         306 s in one xdist worker, where 8 of them took 0.0 s once the file's earlier cases had
         compiled them (bench/README.md, call V). Suite order within a file, because a suite may
-        depend on it: test_mlp's float32 cases ran out of shared memory in a process that first
-        ran the same shape in bfloat16, 10 of them on a night that took the file shortest first
+        depend on it: test_mlp's float32 cases ran out of shared memory only in a process that
+        had run the same shape in bfloat16 before, 10 of them on a night that took the file
+        shortest first
         (call X)."""
         best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
