@@ -151,8 +151,7 @@ class Feed:
         compiled them (bench/README.md, call V). Suite order within a file, because a suite may
         depend on it: test_mlp's float32 cases ran out of shared memory only in a process that
         had run the same shape in bfloat16 before, 10 of them on a night that took the file
-        shortest first
-        (call X)."""
+        shortest first (call X)."""
         best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
             if presumed and not chain[k].presumed:
