@@ -136,28 +136,57 @@ def test_run_timeout_keeps_what_finished(run_suite):
     assert detail["run"]["expected"] == 9
 
 
-def test_a_failure_keeps_the_end_of_the_run_for_its_rerun(run_suite):
-    """A night that runs to its limit (every cold night on one GPU) reran no failure: the
-    tests now stop early once one has failed, and the rest of the run confirms it."""
-    detail = run_suite(  # at 12 s test_after_hang is left to hand out: test_hard_hang stops
+def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite):
+    """A night that runs to its limit (every cold night on one GPU) reran no failure: now a
+    failure is rerun at once, in a process of its own beside the test still running, which
+    goes on to the run's limit."""
+    detail = run_suite(  # test_hard_hang holds the one slot until the run's limit
         "test_flaky.py", "test_hang.py", deselect=["test_hang.py::test_hang"],
-        test_timeout=60, run_timeout=24, rerun_reserve=0.5,
+        test_timeout=60, run_timeout=16,
     )  # fmt: skip
     run = detail["run"]
-    assert run["status"] == "timed_out" and "its last 50% to the reruns" in run["message"]
+    assert run["status"] == "timed_out" and "run_timeout of 16 s reached" in run["message"]
     got = outcomes(detail)
     assert (
         got["test_flaky.py::test_fails_first_time"] == FLAKY["test_flaky.py::test_fails_first_time"]
     )
+    by_id = {r["nodeid"]: r["attempts"] for r in detail["results"]}
+    first, rerun = by_id["test_flaky.py::test_fails_first_time"]
+    assert (first["worker"], rerun["worker"]) == ("w0", "w1")  # w1: the spare slot
     assert got["test_hang.py::test_hard_hang"] == ("interrupted", ["interrupted"])
-    cut = next(r for r in detail["results"] if r["nodeid"] == "test_hang.py::test_hard_hang")
-    assert "to keep the rest of its time for reruns" in cut["attempts"][0]["message"]
+    assert "the run's time limit" in by_id["test_hang.py::test_hard_hang"][0]["message"]
     assert got["test_hang.py::test_after_hang"] == ("not_run", [])
 
 
+def test_a_timeout_stops_the_tests_to_be_confirmed_alone(run_suite, tmp_path):
+    """A timeout beside other tests counts once it times out alone too: at the reserve (12 s)
+    the running tests stop, since tests were left, and it gets its device to itself."""
+    suite = tmp_path / "crowded"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(
+        "import time\n\n\ndef test_times_out():\n    time.sleep(600)\n"
+    )
+    (suite / "test_b.py").write_text(
+        "import time\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(40))\n"
+        "def test_step(i):\n    time.sleep(1.2)\n"
+    )
+    detail = run_suite(
+        suite_path=suite, test_timeout=4, run_timeout=24, rerun_reserve=0.5, workers_per_device=2
+    )
+    run = detail["run"]
+    assert run["status"] == "timed_out" and "its last 50% to the reruns" in run["message"]
+    got = outcomes(detail)
+    assert got["test_a.py::test_times_out"] == ("timeout", ["timeout", "timeout"])
+    steps = [r for r in detail["results"] if r["nodeid"].startswith("test_b.py")]
+    cut = [r for r in steps if r["outcome"] == "interrupted"]
+    assert cut and all("to keep the rest of its time for reruns" in r["attempts"][0]["message"]
+                       for r in cut)  # fmt: skip
+    assert any(r["outcome"] == "not_run" for r in steps)
+
+
 def test_a_night_that_ends_within_its_reserve_ends_as_it_would_have(run_suite, tmp_path):
-    """The last test, running when the reserve begins (10 s), ends before the running ones are
-    cut (15 s): the night is whole, not `timed_out`, and the failure still gets its rerun."""
+    """A failure (not a timeout) keeps no time for its rerun: the last test, running when the
+    reserve begins (10 s), ends as it would have, and the night is whole, not `timed_out`."""
     suite = tmp_path / "late"
     suite.mkdir()
     (suite / "test_a.py").write_text("def test_fails():\n    assert False\n")
@@ -173,9 +202,10 @@ def test_two_workers_share_the_suite(run_suite):
     # group = "file": test_order.py stays in one process, in order, so its order-dependent
     # failure shows (pulled one by one, its two tests may land in different processes)
     detail = run_suite("test_fast.py", "test_order.py", workers_per_device=2, group="file")
-    workers = {a["worker"] for r in detail["results"] for a in r["attempts"]}
+    workers = {r["attempts"][0]["worker"] for r in detail["results"]}
     assert workers == {"w0", "w1"}
-    assert outcomes(detail)["test_order.py::test_b_needs_clean_state"][0] == "flaky"
+    rerun = next(r for r in detail["results"] if r["nodeid"].endswith("needs_clean_state"))
+    assert rerun["outcome"] == "flaky" and rerun["attempts"][1]["worker"] == "w2"  # the spare
 
 
 def test_collection_error_is_recorded(run_suite):

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import queue
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -63,6 +65,14 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     return [
         Slot(f"d{dev}w{i}", {var: str(dev)}, str(dev)) for dev in devices for i in range(per_device)
     ]
+
+
+def spare_slots(slots: list[Slot]) -> list[Slot]:
+    """One more slot per device, named as the next of its slots: where failures are rerun
+    beside the tests still running."""
+    on = Counter(slot.device for slot in slots)
+    first = {slot.device: slot for slot in reversed(slots)}
+    return [replace(s, name=f"d{d}w{on[d]}" if d else f"w{on[d]}") for d, s in first.items()]
 
 
 def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> Path:
@@ -181,22 +191,35 @@ class _Execution:
         feed: Feed,
         on_collected: Callable[[list[str]], None],
         reserve_from: float,
-        rerun: frozenset[str] = FAILING,
+        runnable: dict[str, str],
     ) -> tuple[list[AttemptRecord], list[AttemptRecord]]:
         """Each slot keeps one pytest process that pulls tests from the feed until it is
         empty; the first process to collect the suite fills the feed. A process that dies or
         hangs is blamed on its running test, gives back what it was handed and did not run,
-        and the slot starts a fresh one that carries on pulling. Once an attempt has an outcome
-        in `rerun`, no test goes out after `reserve_from` (at once, when later): the rest of the
-        run's time is for the reruns. The tests running then stop too, unless none was left to
-        hand out: a night that would end within half that time ends as it would have. Returns the
-        tests' attempts and the collection errors (every process reports them: kept once)."""
+        and the slot starts a fresh one that carries on pulling.
+
+        A failure in `runnable` (ids as stored -> as pytest selects them; None: no reruns) is
+        rerun at once, in a fresh process beside the tests (one more per device,
+        `spare_slots`): a cold GPU night runs to its limit, and a rerun left for after the
+        tests either never came (call X: 11 failures, none rerun) or, with time kept for it,
+        cost up to 7 finished tests (calls AA and AB in bench/README.md).
+
+        A timeout or a crash is the exception: it counts once confirmed with its device to
+        itself (`_rerun`). Once one has come, no test goes out after `reserve_from` (at once,
+        when later), and the tests running then stop: at once when tests were left to hand
+        out, else after half of what is left (a night that would end in that time ends as it
+        would have). Returns the tests' attempts, the reruns after them, and the collection
+        errors (every process reports them: kept once)."""
         collected: list[AttemptRecord] = []
+        reran: list[AttemptRecord] = []  # after the first attempts: they come first in a record
         errors: dict[str, AttemptRecord] = {}
-        failed, stopped, cut = threading.Event(), threading.Event(), threading.Event()
+        crowded, stopped, cut, over = (threading.Event() for _ in range(4))
         pulling = replace(self.job, cut=cut)
         grace = (self.job.deadline - reserve_from) / 2
         timers: list[threading.Timer] = []
+        again: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # failures to rerun
+        rerunners: list[threading.Thread] = []
+        failures: list[BaseException] = []
         left = False  # tests were left to hand out when the reserve began
 
         def later(seconds: float, then: Callable[[], None]) -> None:
@@ -205,9 +228,17 @@ class _Execution:
             timers.append(timer)
             timer.start()
 
+        def rerun_beside(slot: Slot) -> None:
+            try:  # none after the tests: `_rerun` shares what is left over every slot
+                while not over.is_set() and (nodeid := again.get()) is not None:
+                    got = self.queue(slot, [nodeid], rerun=True)
+                    with self.lock:
+                        reran.extend(got)
+            except BaseException as exc:  # raised in the main thread below
+                failures.append(exc)
+
         def stop() -> None:
-            """No test goes out any more. With tests left, the night cannot be whole: the ones
-            running stop now. Without, they get half of what is left to end in."""
+            """No test goes out any more: a timeout or crash is to be confirmed alone."""
             nonlocal left
             with self.lock:
                 if stopped.is_set():
@@ -218,10 +249,20 @@ class _Execution:
 
         def seen(attempt: AttemptRecord) -> None:
             self.reporter.attempt(attempt, False)
-            if attempt.outcome in rerun:
-                failed.set()
+            if attempt.outcome in CROWDING:
+                crowded.set()
                 if time.monotonic() >= reserve_from:
                     stop()
+            elif attempt.outcome in FAILING and runnable and attempt.nodeid in runnable:
+                with self.lock:
+                    if over.is_set():
+                        return
+                    again.put(runnable[attempt.nodeid])
+                    if not rerunners:  # the first failure starts them
+                        for slot in spare_slots(slots):
+                            rerunners.append(threading.Thread(target=rerun_beside, args=(slot,)))
+                            rerunners[-1].daemon = True
+                            rerunners[-1].start()
 
         def worker(slot: Slot) -> None:
             job = replace(pulling, env={**pulling.env, **slot.env})
@@ -251,7 +292,7 @@ class _Execution:
                     return
 
         def at_reserve() -> None:
-            if failed.is_set():
+            if crowded.is_set():
                 stop()
 
         later(reserve_from - time.monotonic(), at_reserve)
@@ -260,9 +301,17 @@ class _Execution:
         finally:
             for timer in timers:
                 timer.cancel()
+            with self.lock:
+                over.set()
+            for _ in rerunners:
+                again.put(None)
+            for thread in rerunners:
+                thread.join()
+        if failures:
+            raise failures[0]
         if stopped.is_set() and time.monotonic() < self.job.deadline:  # tests were left, or cut
             self.timed_out, self.cut_short = False, left or self.timed_out
-        return collected, list(errors.values())
+        return [*collected, *reran], list(errors.values())
 
     def in_parallel(
         self, slots: list[Slot], work: Iterable[list[str]], rerun: bool
@@ -345,6 +394,7 @@ def execute(
     history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
     feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
+    runnable: dict[str, str] = {}  # ids as stored -> as pytest selects them
 
     def plan_run(collected: list[str]) -> None:
         """The suite's one collection: the first process to report it fills the feed."""
@@ -353,13 +403,14 @@ def execute(
                 return
             phases.mark("collected")
             nodeids.extend(collected)
+            runnable.update((bound_nodeid(n), n) for n in nodeids)
             expected = plan.estimates(nodeids, history, sharing)
             plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 
     reserve_from = t0 + suite.run_timeout * (1 - suite.rerun_reserve)
-    rerun = FAILING if suite.reruns else CROWDING  # those are confirmed alone even so
-    attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, rerun)
+    beside = runnable if suite.reruns else {}
+    attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside)
     phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
     record.attempts.extend([*collect_errors, *attempts])
@@ -369,7 +420,7 @@ def execute(
     if not record.collected:
         return finish(RUN_INFRA, "collection found no tests")
 
-    _rerun(record, execution, slots, suite.reruns, {bound_nodeid(n): n for n in nodeids})
+    _rerun(record, execution, slots, suite.reruns, runnable)
     settle(record)
     phases.mark("reruns")
     if starts := [a.started_at for a in attempts if a.started_at]:
@@ -412,10 +463,14 @@ def _rerun(
             and all(a.outcome != PASSED for a in atts)
         ]
         confirm = [n for n in retry if n in beside and len(tests[n]) == 1]
-        again = [n for n in retry if n not in confirm] if round_ < reruns else []
+        # this round's, not one a rerun beside the tests (`pull`) has had already
+        again = [n for n in retry if n not in confirm and len(tests[n]) <= round_ + 1]
         confirm, again = [runnable[n] for n in confirm], [runnable[n] for n in again]
-        if not (confirm or again) or execution.timed_out:
+        again = again if round_ < reruns else []
+        if execution.timed_out:
             return
+        if not (confirm or again):
+            continue
         record.attempts.extend(execution.in_parallel(slots, ([n] for n in again), rerun=True))
         alone = execution.in_parallel(list(per_device.values()), ([n] for n in confirm), True)
         record.attempts.extend(alone)
