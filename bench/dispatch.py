@@ -11,7 +11,8 @@ in the same call, each against its lower bound:
   (most: the light ones, then the 1 s ones one at a time; started together, they take turns).
 - rerun: the cut suite, and a light test that fails the first time it runs each night (as an
   order-dependent test fails in a crowded process), with `reruns = 1`: whether the night that
-  hits its limit still reruns it (`rerun_reserve`), and what that costs by each checkpoint.
+  hits its limit still reruns it (at once, beside the tests), and what that costs by each
+  checkpoint.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process: the tests
   always ran four at once, so the second night presumes they fill the device and chains them;

@@ -60,8 +60,9 @@ class SuiteConfig(_Strict):
     test_timeout: float = Field(default=900, gt=0)
     run_timeout: float = Field(default=14400, gt=0)
     reruns: int = Field(default=2, ge=0, le=10)
-    # once a test has failed, the last part of run_timeout is kept for the reruns: a night
-    # that runs to its limit (every cold night on one GPU) otherwise confirms no failure
+    # once a test has timed out or crashed, the last part of run_timeout is kept to rerun it
+    # with its device to itself: a night that runs to its limit (every cold night on one GPU)
+    # otherwise confirms none (other failures are rerun at once, beside the tests)
     rerun_reserve: float = Field(default=0.1, ge=0, lt=1)
     # pytest processes side by side on each device (the tracker's answer to `-n`)
     workers_per_device: int = Field(default=1, ge=1, le=64)
