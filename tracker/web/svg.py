@@ -153,8 +153,11 @@ def timeline(
     scale = (width - pad_l - pad_r) / end
     slots: dict[str, dict[str, Any]] = {}
     for a in attempts:
-        slot = slots.setdefault(a["worker"] or "main", {"busy": [], "marks": [], "work": 0.0})
+        slot = slots.setdefault(
+            a["worker"] or "main", {"busy": [], "marks": [], "work": 0.0, "reruns": True}
+        )
         slot["work"] += a["duration"]
+        slot["reruns"] = slot["reruns"] and bool(a["rerun"])
         x0, x1 = pad_l + a["offset"] * scale, pad_l + (a["offset"] + a["duration"]) * scale
         bars = slot["busy"]
         if bars and x0 - bars[-1][1] < 1.0:  # touching at this scale: one bar
@@ -182,6 +185,7 @@ def timeline(
             "busy": [(round(x0, 1), round(max(0.5, x1 - x0), 1)) for x0, x1 in slot["busy"]],
             "marks": slot["marks"],
             "idle": 1 - min(1.0, slot["work"] / end),
+            "reruns": slot["reruns"],  # only reruns: the process beside the tests, idle by design
         }
         for i, (name, slot) in enumerate(sorted(slots.items(), key=lambda kv: natural_order(kv[0])))
     ]
