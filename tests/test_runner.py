@@ -3,15 +3,18 @@ real pytest subprocesses, and checks the exact final outcome and attempt list of
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from helpers import SUITES, outcomes
 
 from tracker.analysis.report import Scope
 from tracker.db import session_scope
+from tracker.web.app import create_app
 
 # the runner side: a runner host keeps its own SQLite store
 pytestmark = pytest.mark.sqlite_only
@@ -136,7 +139,7 @@ def test_run_timeout_keeps_what_finished(run_suite):
     assert detail["run"]["expected"] == 9
 
 
-def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite):
+def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite, settings):
     """A night that runs to its limit (every cold night on one GPU) reran no failure: now a
     failure is rerun at once, in a process of its own beside the test still running, which
     goes on to the run's limit."""
@@ -156,6 +159,24 @@ def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite):
     assert got["test_hang.py::test_hard_hang"] == ("interrupted", ["interrupted"])
     assert "the run's time limit" in by_id["test_hang.py::test_hard_hang"][0]["message"]
     assert got["test_hang.py::test_after_hang"] == ("not_run", [])
+    # the run page: the spare slot is named for what it did, not counted as idle
+    page = TestClient(create_app(settings)).get(f"/runs/{run['id']}").text
+    text = " ".join(page.split())
+    assert re.search(
+        r"Idle share per slot: w0 \d+%\. w1 only reran failures, beside the tests\.", text
+    )
+
+
+def test_each_failure_gets_its_reruns_once(run_suite):
+    """`reruns = 2`: the first rerun runs beside the tests when it can, the rest after them, and
+    none twice (a rerun beside counts as the first). Whether it can depends on how soon the
+    tests end, so only the workers' names are asserted, not which ran what."""
+    detail = run_suite("test_outcomes.py", "-k", "test_fail or test_pass", reruns=2)
+    got = outcomes(detail)
+    assert got["test_outcomes.py::test_fail"] == ("failed", ["failed"] * 3)
+    assert got["test_outcomes.py::test_pass"] == ("passed", ["passed"])
+    attempts = next(r["attempts"] for r in detail["results"] if r["nodeid"].endswith("test_fail"))
+    assert {a["worker"] for a in attempts} <= {"w0", "w1"}
 
 
 def test_a_timeout_stops_the_tests_to_be_confirmed_alone(run_suite, tmp_path):
@@ -202,10 +223,9 @@ def test_two_workers_share_the_suite(run_suite):
     # group = "file": test_order.py stays in one process, in order, so its order-dependent
     # failure shows (pulled one by one, its two tests may land in different processes)
     detail = run_suite("test_fast.py", "test_order.py", workers_per_device=2, group="file")
-    workers = {r["attempts"][0]["worker"] for r in detail["results"]}
+    workers = {r["attempts"][0]["worker"] for r in detail["results"]}  # first: reruns aside
     assert workers == {"w0", "w1"}
-    rerun = next(r for r in detail["results"] if r["nodeid"].endswith("needs_clean_state"))
-    assert rerun["outcome"] == "flaky" and rerun["attempts"][1]["worker"] == "w2"  # the spare
+    assert outcomes(detail)["test_order.py::test_b_needs_clean_state"][0] == "flaky"
 
 
 def test_collection_error_is_recorded(run_suite):
