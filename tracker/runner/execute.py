@@ -71,7 +71,7 @@ def spare_slots(slots: list[Slot]) -> list[Slot]:
     """One more slot per device, named as the next of its slots: where failures are rerun
     beside the tests still running."""
     on = Counter(slot.device for slot in slots)
-    first = {slot.device: slot for slot in reversed(slots)}
+    first = {slot.device: slot for slot in reversed(slots)}  # the env of each device's slots
     return [replace(s, name=f"d{d}w{on[d]}" if d else f"w{on[d]}") for d, s in first.items()]
 
 
@@ -198,7 +198,7 @@ class _Execution:
         hangs is blamed on its running test, gives back what it was handed and did not run,
         and the slot starts a fresh one that carries on pulling.
 
-        A failure in `runnable` (ids as stored -> as pytest selects them; None: no reruns) is
+        A failure in `runnable` (ids as stored -> as pytest selects them; empty: no reruns) is
         rerun at once, in a fresh process beside the tests (one more per device,
         `spare_slots`): a cold GPU night runs to its limit, and a rerun left for after the
         tests either never came (call X: 11 failures, none rerun) or, with time kept for it,
@@ -219,7 +219,7 @@ class _Execution:
         timers: list[threading.Timer] = []
         again: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # failures to rerun
         rerunners: list[threading.Thread] = []
-        failures: list[BaseException] = []
+        raised: list[BaseException] = []  # by a rerunner
         left = False  # tests were left to hand out when the reserve began
 
         def later(seconds: float, then: Callable[[], None]) -> None:
@@ -235,7 +235,7 @@ class _Execution:
                     with self.lock:
                         reran.extend(got)
             except BaseException as exc:  # raised in the main thread below
-                failures.append(exc)
+                raised.append(exc)
 
         def stop() -> None:
             """No test goes out any more: a timeout or crash is to be confirmed alone."""
@@ -307,8 +307,8 @@ class _Execution:
                 again.put(None)
             for thread in rerunners:
                 thread.join()
-        if failures:
-            raise failures[0]
+        if raised:
+            raise raised[0]
         if stopped.is_set() and time.monotonic() < self.job.deadline:  # tests were left, or cut
             self.timed_out, self.cut_short = False, left or self.timed_out
         return [*collected, *reran], list(errors.values())
