@@ -203,6 +203,7 @@ def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, c
         events = client.get(f"/api/v1/runs/{second}/changes").json()["events"]
         assert events == client.get(f"/runs/{second}?format=json").json()["alert"]["events"]
         assert [e["kind"] for e in events] == ["new_failures", "newly_broken", "kernel"]
+        assert events[1]["text"].endswith("newly broken, by their recent runs")  # not this run's
     assert "team (not sent yet" in pages[1] and "What this run changed" in pages[1]
     for text in [
         *pages,

@@ -155,9 +155,10 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     ):
         moved = sorted(n for n, v in v1.items() if v == verdict and v0.get(n) != verdict)
         if moved:
-            events.append(
-                event(kind, level, f"{plural(len(moved), 'test')} newly {verdict}", moved)
-            )
+            # the verdict of the recent runs, not this run's outcome: a test this run fixed can
+            # be newly flaky (it failed in some of them)
+            text = f"{plural(len(moved), 'test')} newly {verdict}, by their recent runs"
+            events.append(event(kind, level, text, moved))
     healthy = sorted(n for n, v in v1.items() if q1.get(n) and v == STABLE and v0.get(n) != STABLE)
     if healthy:
         text = f"{plural(len(healthy), 'quarantined test')} stable again: release?"
