@@ -305,8 +305,8 @@ class _Execution:
                 over.set()
             for _ in rerunners:
                 again.put(None)
-            for thread in rerunners:
-                thread.join()
+        for thread in rerunners:  # not on Ctrl-C: a rerun may take a test_timeout to end
+            thread.join()
         if raised:
             raise raised[0]
         if stopped.is_set() and time.monotonic() < self.job.deadline:  # tests were left, or cut
