@@ -11,7 +11,6 @@ import queue
 import subprocess
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -65,14 +64,6 @@ def slots_for(kind: str, devices: list[int], per_device: int) -> list[Slot]:
     return [
         Slot(f"d{dev}w{i}", {var: str(dev)}, str(dev)) for dev in devices for i in range(per_device)
     ]
-
-
-def spare_slots(slots: list[Slot]) -> list[Slot]:
-    """One more slot per device, named as the next of its slots: where failures are rerun
-    beside the tests still running."""
-    on = Counter(slot.device for slot in slots)
-    first = {slot.device: slot for slot in reversed(slots)}  # the env of each device's slots
-    return [replace(s, name=f"d{d}w{on[d]}" if d else f"w{on[d]}") for d, s in first.items()]
 
 
 def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> Path:
@@ -192,6 +183,7 @@ class _Execution:
         on_collected: Callable[[list[str]], None],
         reserve_from: float,
         runnable: dict[str, str],
+        spares: list[Slot],
     ) -> tuple[list[AttemptRecord], list[AttemptRecord]]:
         """Each slot keeps one pytest process that pulls tests from the feed until it is
         empty; the first process to collect the suite fills the feed. A process that dies or
@@ -199,8 +191,8 @@ class _Execution:
         and the slot starts a fresh one that carries on pulling.
 
         A failure in `runnable` (ids as stored -> as pytest selects them; empty: no reruns) is
-        rerun at once, in a fresh process beside the tests (one more per device,
-        `spare_slots`): a cold GPU night runs to its limit, and a rerun left for after the
+        rerun at once, in a fresh process beside the tests (in `spares`, one more slot per
+        device): a cold GPU night runs to its limit, and a rerun left for after the
         tests either never came (call X: 11 failures, none rerun) or, with time kept for it,
         cost up to 7 finished tests (calls AA and AB in bench/README.md).
 
@@ -259,7 +251,7 @@ class _Execution:
                         return
                     again.put(runnable[attempt.nodeid])
                     if not rerunners:  # the first failure starts them
-                        for slot in spare_slots(slots):
+                        for slot in spares:
                             rerunners.append(threading.Thread(target=rerun_beside, args=(slot,)))
                             rerunners[-1].daemon = True
                             rerunners[-1].start()
@@ -388,7 +380,11 @@ def execute(
     phases.mark("checkout")
 
     job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
-    slots = slots_for(found.env["device_kind"], found.devices, suite.workers_per_device)
+    per_device = suite.workers_per_device
+    slots = slots_for(found.env["device_kind"], found.devices, per_device)
+    # where failures are rerun beside the tests: the next slot of each device
+    spares = [s for s in slots_for(found.env["device_kind"], found.devices, per_device + 1)
+              if s not in slots]  # fmt: skip
     execution = _Execution(job, reporter)
     warm = record.kernel_cache != "cold"
     history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
@@ -410,7 +406,7 @@ def execute(
 
     reserve_from = t0 + suite.run_timeout * (1 - suite.rerun_reserve)
     beside = runnable if suite.reruns else {}
-    attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside)
+    attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside, spares)
     phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
     record.attempts.extend([*collect_errors, *attempts])
