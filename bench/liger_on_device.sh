@@ -22,7 +22,8 @@
 # WARM_FROM: a Triton cache folder each lane starts from a copy of (a warm night); without it
 #   every lane starts cold
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
-# start at which every lane is stopped (default 570: inside one 10-minute call).
+# start at which every lane's tests are stopped (default 570: inside one 10-minute call, with
+# room for the tracker to store its run after it, 6-10 s).
 # Prints, per lane, the tests finished by each minute after the lane's launch.
 set -u
 t_script=$(date +%s)
@@ -46,7 +47,7 @@ args=$(for f in $FILES; do printf '"%s", ' "$f"; done)
 
 tracker_lane() {  # tool work gpus runner
   local tool=$1 work=$2 gpus=$3 runner=$4 left
-  left=$(( DEADLINE - ($(date +%s) - t_script) - 10 ))  # room to store the run (6 s in call V)
+  left=$(( DEADLINE - ($(date +%s) - t_script) ))  # the same limit as xdist's; storing follows
   cat > "$work/tracker.toml" <<EOF
 database_url = "sqlite:///$work/tracker.db"
 data_dir = "$work/data"
