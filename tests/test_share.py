@@ -137,16 +137,16 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     sure.fill(heavy + light, ranked=4, weights=weights, fills=[True] * 4)
     assert sure.lanes == {"0": 1}  # shown to fill: one at a time, however long
     guessed = Feed(slots)
-    guessed.fill(heavy + light, 4, weights, [True] * 4, presumed=[False, False, False, True])
+    guessed.fill(heavy + light, 4, weights, [True] * 4, presumed=[True, False, False, False])
     assert guessed.lanes == {"0": 2}  # 40 s in 11 s would need 4 lanes: half the slots at most
     taken = [guessed.take(w) for w in slots]  # one lane while light work is left
-    assert taken[0] == "h0.py::t" and all(t.startswith("l.py::") for t in taken[1:])
+    assert taken[0] == "h3.py::t" and all(t.startswith("l.py::") for t in taken[1:])
     assert guessed.take("d0w1").startswith("l.py::")  # the last light test
-    assert guessed.take("d0w2") == "h1.py::t"  # no light work left: the second lane
-    assert guessed.take("d0w3") == "h3.py::t"  # nothing else: a presumed one, beyond the lanes
-    assert not guessed.pending("d0w1")  # h2 is shown to fill: it waits for a lane
+    assert guessed.take("d0w2") == "h2.py::t"  # no light work left: the second lane
+    assert guessed.take("d0w3") == "h0.py::t"  # nothing else: a presumed one, beyond the lanes
+    assert not guessed.pending("d0w1")  # h1 is shown to fill: it waits for a lane
     assert guessed.take("d0w1") is None
-    assert guessed.take("d0w0") == "h2.py::t"  # h0 is done: its lane is free (h3 holds none)
+    assert guessed.take("d0w0") == "h1.py::t"  # h3 is done: its lane is free (h0 holds none)
 
 
 def test_a_slot_keeps_to_the_files_it_began_in_the_chain():
@@ -169,10 +169,9 @@ def test_a_slot_keeps_to_the_files_it_began_in_the_chain():
 
 
 def test_a_files_filling_tests_go_out_in_suite_order():
-    """Files by their time per test, each file in suite order, not shortest first: a suite may
-    depend on its order. On a GPU night, test_mlp's float32 cases ran out of shared memory in a
-    process that had first run the same shape in bfloat16, which is faster (bench/README.md,
-    call X)."""
+    """Not shortest first within a file: a suite may depend on its order. On a GPU night,
+    test_mlp's float32 cases ran out of shared memory in a process that had first run the same
+    shape in bfloat16, which is faster (bench/README.md, call X)."""
     nodeids = ["m.py::t[fp32-a]", "m.py::t[bf16-a]", "m.py::t[fp32-b]", "m.py::t[bf16-b]",
                "n.py::t[0]", "n.py::t[1]", *(f"s.py::t{i}" for i in range(4))]  # fmt: skip
     seconds = [20, 10, 22, 12, 30, 5, 0.1, 0.1, 0.1, 0.1]
@@ -181,9 +180,8 @@ def test_a_files_filling_tests_go_out_in_suite_order():
     plan.fill(feed, nodeids, expected, "test")
     taken = [t for _ in nodeids for w in ("d0w0", "d0w1") if (t := feed.take(w))]
     chain = [t for t in taken if not t.startswith("s.py")]
-    # files begin by the least time per test: m.py (16 s a test) before n.py (17.5 s), though
-    # n.py holds the shortest test; then each in suite order
-    assert chain == [*nodeids[:4], "n.py::t[0]", "n.py::t[1]"]
+    # files begin shortest first (n.py's t[1] is the shortest), then each in suite order
+    assert chain == ["n.py::t[0]", "n.py::t[1]", *nodeids[:4]]
 
 
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):

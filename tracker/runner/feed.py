@@ -44,12 +44,11 @@ class Feed:
     and a device runs one of them at a time while short tests are left, if it keeps a slot for
     them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
     slot with nothing else to do takes a presumed one beyond them. A device whose chain is done
-    takes the longest test left in another device's chain. Within a chain, files begin by
-    the least time per test (their tests take turns on the device, so that finishes the most
-    tests by any time without ending later), a file's tests go out in suite order, and a slot
-    keeps to the files it began and begins one that no other slot has while there is one
-    (`_pick`): a file's kernels are then compiled in one process, in the order the suite's
-    authors run them.
+    takes the longest test left in another device's chain. Within a chain, files begin shortest
+    first (their tests take turns on the device, so that finishes the most tests by any time
+    without ending later), a file's tests go out in suite order, and a slot keeps to the files
+    it began and begins one that no other slot has while there is one (`_pick`): a file's
+    kernels are then compiled in one process, in the order the suite's authors run them.
     """
 
     def __init__(self, devices: dict[str, str] | None = None) -> None:
@@ -126,7 +125,7 @@ class Feed:
             if group.presumed:
                 guessing.add(device)
         for device, chain in self.chains.items():
-            chain.sort(key=lambda g: g.seconds, reverse=True)  # a donor gives its longest
+            chain.sort(key=lambda g: g.seconds, reverse=True)  # shortest at the end
             fit = math.ceil(load[device] / self.span) if device in guessing and self.span else 1
             self.lanes[device] = max(1, min(fit, self.slots[device] // 2))
 
@@ -145,35 +144,31 @@ class Feed:
 
     def _pick(self, chain: list[Filling], taker: str, presumed: bool = False) -> Filling | None:
         """The next group of `chain` (of those only presumed to fill, with `presumed`), in
-        suite order, from a file the taker began, else from a file no one began, else from
-        any; among those, the file whose groups left take the least time per test (Smith's
-        rule: in one lane, that finishes the most tests by any time). By the file's shortest
-        group instead, test_swiglu (four 1.5 s cases, then four mixtralexperts ones of 170-238 s
-        cold) went out before test_dyt (23 cases of 8-17 s), and its four heaviest cases ran
-        together for 200-290 s on a cold night (call AC). A cold GPU night's chain spread over
-        every slot had each process compile each file's kernels: its 24 dyt cases took 690 s
-        of slot time, against 306 s in one xdist worker, where 8 of them took 0.0 s once the
-        file's earlier cases had compiled them (bench/README.md, call V). Suite order within a
-        file, because a suite may depend on it: test_mlp's float32 cases ran out of shared
-        memory only in a process that had run the same shape in bfloat16 before, 10 of them on
-        a night that took the file shortest first (call X)."""
-        files: dict[str, list[Filling]] = {}
-        for group in chain:
-            if group.presumed or not presumed:
-                files.setdefault(file_of(group.tests[0]), []).append(group)
-        if not files:
-            return None
-
-        def rank(file: str) -> tuple[int, float, int]:
+        suite order, from a file the taker began, else from the file no one began with the
+        shortest group, else from any. A cold GPU night's chain spread over every slot had each
+        process compile each file's kernels: its 24 dyt cases took 690 s of slot time, against
+        306 s in one xdist worker, where 8 of them took 0.0 s once the file's earlier cases had
+        compiled them (bench/README.md, call V). Suite order within a file, because a suite may
+        depend on it: test_mlp's float32 cases ran out of shared memory only in a process that
+        had run the same shape in bfloat16 before, 10 of them on a night that took the file
+        shortest first (call X). Files by their time per test instead (Smith's rule) finished
+        more by 60-120 s, but put test_mlp's chain after its ranked bfloat16 cases had run in
+        the same processes: 9 such failures against 2 (call AD)."""
+        best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
+        for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
+            if presumed and not chain[k].presumed:
+                continue
+            file = file_of(chain[k].tests[0])
             owner = self.began.get(file)
-            left = files[file]
-            mine = 0 if owner == taker else 1 if owner is None else 2
-            per_test = sum(g.seconds for g in left) / sum(len(g.tests) for g in left)
-            return mine, per_test, min(g.place for g in left)
-
-        file = min(files, key=rank)
-        picked = min(files[file], key=lambda g: g.place)  # suite order
-        chain.remove(picked)
+            best.setdefault(0 if owner == taker else 1 if owner is None else 2, file)
+            if 0 in best:
+                break
+        if not best:
+            return None
+        file = best[min(best)]
+        same = [k for k, g in enumerate(chain)
+                if file_of(g.tests[0]) == file and (g.presumed or not presumed)]  # fmt: skip
+        picked = chain.pop(min(same, key=lambda k: chain[k].place))
         self.began.setdefault(file, taker)
         return picked
 
