@@ -189,6 +189,27 @@ def test_a_missed_night_is_an_alert_once_and_shows_red(tmp_path):
         assert "no run for" not in client.get("/").text
 
 
+def test_a_test_passing_again_is_not_called_fixed(tmp_path):
+    """Most tests that pass after a failure do so at the same commit: a flaky test's good
+    night. The run says what it saw, and the page names the run it compares with."""
+    settings = settings_for(tmp_path)
+    _first, second = _nights(settings, tmp_path)
+    third = _store(settings, tmp_path, 2, {"t/test_a.py::test_x": ("passed", None),
+                                           HOSTILE: ("passed", None)})  # fmt: skip
+    alerts.after_run(settings, third)
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client:
+        events = client.get(f"/api/v1/runs/{third}/changes").json()["events"]
+        page = client.get(f"/runs/{third}").text
+        listed = client.get(f"/runs/{third}?against={second}").text  # the list, not the alert
+    passed = [e for e in events if e["kind"] == "fixed"]
+    assert [e["text"] for e in passed] == [f"1 test passed that failed in run #{second}"]
+    assert "fixed" not in " ".join(e["text"] for e in events)
+    assert f"1 test passed that failed in run #{second}" in page
+    assert f"Failed in #{second}, passed now: 1" in listed
+
+
 def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("HOOK", f"http://127.0.0.1:9/hook?key={SECRET}")  # nothing listens
     settings = settings_for(

@@ -613,7 +613,8 @@ def test_the_run_page_and_the_api_say_the_same_changes(client):
             assert "<h2>Against" not in page
             continue
         assert f'<a href="/runs/{api["previous"]}">#{api["previous"]}</a>' in page
-        for label, key in (("New failures", "new_failures"), ("Fixed", "fixed"),
+        passed_now = f"Failed in #{api['previous']}, passed now"
+        for label, key in (("New failures", "new_failures"), (passed_now, "fixed"),
                            ("Still failing", "still_failing")):  # fmt: skip
             assert f"<li>{label}: {len(api[key])}" in page
     assert client.get("/api/v1/runs/6/changes?against=999999").status_code == 404

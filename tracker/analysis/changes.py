@@ -147,8 +147,10 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
             new = changed["new_failures"]
             events.append(event("new_failures", WARNING, plural(len(new), "new failure"), new))
         if changed["fixed"]:
-            fixed = changed["fixed"]
-            events.append(event("fixed", INFO, f"{plural(len(fixed), 'test')} fixed", fixed))
+            # not "fixed": most pass again at the same commit (a flaky test's good night)
+            fixed, was = changed["fixed"], changed["previous"]
+            text = f"{plural(len(fixed), 'test')} passed that failed in run #{was}"
+            events.append(event("fixed", INFO, text, fixed))
     for verdict, kind, level in (
         (FLAKY_VERDICT, "newly_flaky", WARNING),
         (BROKEN, "newly_broken", CRITICAL),
