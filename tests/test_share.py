@@ -117,6 +117,21 @@ def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
     assert [anyone.take("w0"), anyone.take("w1")] == ["h.py::fill", "m.py::long"]
 
 
+def test_a_chains_lane_is_the_one_long_test_beside_the_short_ones():
+    """Beside the chain's lane, a ranked long test waits until it is due. It went out at once:
+    on CPU 2 of 4 slots then took turns on the device from the start, and the tracker had
+    finished 75 tests by 4 s against xdist's 192 (bench/README.md)."""
+    short = [[f"s.py::t{i}"] for i in range(40)]
+    feed = Feed({f"d0w{i}": "0" for i in range(4)})
+    feed.fill([["h.py::fill"], ["m.py::long"], *short], 2, [10, 5, *[1] * 40], [True, False])
+    taken = [feed.take("d0w0")]  # the chain's lane, held from here on
+    taken += [feed.take(f"d0w{1 + i % 3}") for i in range(41)]
+    assert taken[0] == "h.py::fill" and all(t.startswith("s.py::") for t in taken[1:4])
+    # due once the work handed out per slot and its own time reach the ideal length:
+    # (10 + 25) / 4 + 5 = 13.75 s = 55 s / 4 slots
+    assert taken.index("m.py::long") == 1 + 25
+
+
 def test_chains_are_balanced_over_devices_and_a_free_device_takes_over():
     feed = Feed({"d0w0": "0", "d1w0": "1"})
     groups = [["a.py::t"], ["b.py::t"], ["c.py::t"], ["d.py::t"]]

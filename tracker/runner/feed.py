@@ -26,18 +26,18 @@ class Feed:
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
     first (LPT), spread over the devices: a slot takes the next long test only while its
     device's running long tests are expected to end no later than another device's. While short
-    tests are left, a device runs one long test beside them (none when that would leave it no
-    slot for them, `_room`), and more only once the next one must start for the run to end on
-    time: the expected work handed out so far, per slot, plus the test's time reaches the run's
-    ideal length (all the expected work / the slots). So the short tests, most of a suite's
-    tests and a small part of its time, are done first on nearly every slot, and the long ones
-    still end with them (on a GPU, long tests on half the slots left 2,000 short ones waiting
-    for three minutes: bench/README.md). The short tests go out in suite order, in stretches: a
-    slot carries on with the group after its last one while no one else has taken it, so a
-    file's tests share one process's module fixtures and compiled kernels instead of each
-    process compiling every kernel. A slot that needs a new place starts at the longest free
-    stretch, in its middle when another slot is already heading into it (xdist's worksteal, one
-    test at a time).
+    tests are left, a device runs one long test beside them, its chain's lane included (none
+    when that would leave it no slot for them, `_room`), and more only once the next one must
+    start for the run to end on time: the expected work handed out so far, per slot, plus the
+    test's time reaches the run's ideal length (all the expected work / the slots). So the
+    short tests, most of a suite's tests and a small part of its time, are done first on nearly
+    every slot, and the long ones still end with them (on a GPU, long tests on half the slots
+    left 2,000 short ones waiting for three minutes: bench/README.md). The short tests go out
+    in suite order, in stretches: a slot carries on with the group after its last one while no
+    one else has taken it, so a file's tests share one process's module fixtures and compiled
+    kernels instead of each process compiling every kernel. A slot that needs a new place
+    starts at the longest free stretch, in its middle when another slot is already heading into
+    it (xdist's worksteal, one test at a time).
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
     form one chain per device, balanced by expected time (longest to the least loaded device),
@@ -261,9 +261,12 @@ class Feed:
 
     def _due(self, device: str) -> bool:
         """Whether the next long group goes out now, while short tests are left: at once when
-        the device runs none and keeps a slot for the short ones (`_room`), otherwise once it
-        must start for the run to end on time."""
-        if not self.device or (not self.long[device] and self._room(device)):
+        the device runs no long work, its chain's lane included, and keeps a slot for the short
+        ones (`_room`), otherwise once it must start for the run to end on time. Beside a
+        chain's lane, a long test of unknown sharing went out at once too: 2 of 4 slots on the
+        device from the start, 75 tests by 4 s against xdist's 192 (bench/README.md, CPU)."""
+        idle = not self.long[device] and not self._chained(device)
+        if not self.device or (idle and self._room(device)):
             return True
         return self.handed / len(self.device) + self.weights[self.head] >= self.span
 
