@@ -120,7 +120,7 @@ def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
 def test_a_chains_lane_is_the_one_long_test_beside_the_short_ones():
     """Beside the chain's lane, a ranked long test waits until it is due. It went out at once:
     on CPU 2 of 4 slots then took turns on the device from the start, and the tracker had
-    finished 75 tests by 4 s against xdist's 192 (bench/README.md)."""
+    finished 138 tests by 4 s against xdist's 255 (bench/README.md, CPU)."""
     short = [[f"s.py::t{i}"] for i in range(40)]
     feed = Feed({f"d0w{i}": "0" for i in range(4)})
     feed.fill([["h.py::fill"], ["m.py::long"], *short], 2, [10, 5, *[1] * 40], [True, False])

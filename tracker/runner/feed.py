@@ -264,7 +264,7 @@ class Feed:
         the device runs no long work, its chain's lane included, and keeps a slot for the short
         ones (`_room`), otherwise once it must start for the run to end on time. Beside a
         chain's lane, a long test of unknown sharing went out at once too: 2 of 4 slots on the
-        device from the start, 75 tests by 4 s against xdist's 192 (bench/README.md, CPU)."""
+        device from the start, 138 tests by 4 s against xdist's 255 (bench/README.md, CPU)."""
         idle = not self.long[device] and not self._chained(device)
         if not self.device or (idle and self._room(device)):
             return True
