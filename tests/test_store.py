@@ -14,7 +14,7 @@ from sqlalchemy import func, select, text
 from sqlmodel import SQLModel, create_engine
 
 from tracker import store
-from tracker.db import get_engine, migrate, migrations_dir, session_scope
+from tracker.db import HEAD, at_head, get_engine, migrate, migrations_dir, session_scope
 from tracker.models import Attempt, Case, Investigation, Result, Run
 from tracker.records import AttemptRecord, RunRecord
 
@@ -36,6 +36,22 @@ def test_only_the_explicit_step_migrates(tmp_path):
     assert inspect(get_engine(url)).get_table_names() == []
     migrate(url)
     assert {"alembic_version", "run", "attempt"} <= set(inspect(get_engine(url)).get_table_names())
+
+
+def test_a_database_at_the_newest_schema_is_known_without_alembic(tmp_path):
+    """`migrate` skips Alembic when the database is at `HEAD`: a new migration must move it."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert not at_head(get_engine(url))
+    assert at_head(migrate(url))
+    with get_engine(url).begin() as conn:  # a database one migration behind
+        conn.execute(text("UPDATE alembic_version SET version_num = '0010'"))
+    assert not at_head(get_engine(url))
 
 
 @pytest.mark.sqlite_only  # pragmas
