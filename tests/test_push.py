@@ -162,8 +162,8 @@ def test_a_forced_status_is_kept_and_outcomes_derived_again(central, tmp_path):
     devices = [{"index": 0, "name": "Ascend910B4", "driver": "24.1.0"}]
     detail["run"]["environment"] |= {"driver": {"not": "text"}, "huge": "x" * 10_000}
     detail["run"]["environment"]["devices"] = devices
-    answer = httpx.post(
-        f"{url}/api/v1/runs", json=detail, headers={"Authorization": f"Bearer {TOKEN}"}
+    answer = httpx.post(  # httpx's 5 s default: too short on 2 loaded cores (timed out once)
+        f"{url}/api/v1/runs", json=detail, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
     )
     assert answer.status_code == 201, answer.text
     with session_scope(central_settings.database_url) as session:
@@ -309,10 +309,10 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
             done = _runner(tmp_path / name, "run", "example")
             assert done.returncode == 0, done.stderr
             assert "pushed to" in done.stderr
-        (suite,) = httpx.get(f"{base}/api/v1/suites").json()
+        (suite,) = httpx.get(f"{base}/api/v1/suites", timeout=60).json()
         assert sorted(suite["runners"]) == ["a2-1", "a2-8"]
         for page in ("/", "/suites/example", "/suites/example/promotion"):
-            text = httpx.get(base + page).text
+            text = httpx.get(base + page, timeout=60).text
             assert "a2-1" in text and "a2-8" in text, page
     finally:
         server.terminate()
@@ -328,9 +328,10 @@ def test_two_runners_and_an_outage_on_a_central_server(new_pg_database, tmp_path
         sent = _runner(tmp_path / "a2-1", "push", "--pending")
         assert sent.returncode == 0, sent.stderr
         assert "run 2: stored as run 3" in sent.stdout
-        runs = httpx.get(f"{base}/api/v1/suites/example/runs?runner=a2-1").json()["runs"]
+        runs = httpx.get(f"{base}/api/v1/suites/example/runs?runner=a2-1", timeout=60)
+        runs = runs.json()["runs"]
         assert len(runs) == 2 and runs[0]["host"] == socket.gethostname()
-        page = httpx.get(f"{base}/runs/{runs[0]['id']}").text
+        page = httpx.get(f"{base}/runs/{runs[0]['id']}", timeout=60).text
         assert "pushed from its tracker (run 2 there)" in page
         assert _runner(tmp_path / "a2-1", "push", "--json").stdout.count('"run_id"') == 0
         unknown = _runner(tmp_path / "a2-1", "push", "99")

@@ -193,7 +193,7 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
         assert up, (tmp_path / "p2.log").read_text()[-2000:]
         # `run now` from 8 people at once, through 2 web workers: queued once or refused
         with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(lambda _: httpx.post(base, headers=AUTH), range(8)))
+            answers = list(pool.map(lambda _: httpx.post(base, headers=AUTH, timeout=60), range(8)))
         codes = sorted(a.status_code for a in answers)  # 409: running or queued already
         said = [a.text[:200] for a in answers if a.status_code not in (202, 409)]
         assert set(codes) <= {202, 409} and codes.count(202) <= 1, (codes, said)
