@@ -614,8 +614,11 @@ def test_the_run_page_and_the_api_say_the_same_changes(client):
             continue
         assert f'<a href="/runs/{api["previous"]}">#{api["previous"]}</a>' in page
         passed_now = f"Failed in #{api['previous']}, passed now"
+        # this run's outcome, not the verdict of the recent runs ("newly flaky" events)
+        flaky_now = f"Flaky in this run (failed, then passed on a rerun), not in #{api['previous']}"
         for label, key in (("New failures", "new_failures"), (passed_now, "fixed"),
-                           ("Still failing", "still_failing")):  # fmt: skip
+                           ("Still failing", "still_failing"),
+                           (flaky_now, "new_flaky")):  # fmt: skip
             assert f"<li>{label}: {len(api[key])}" in page
     assert client.get("/api/v1/runs/6/changes?against=999999").status_code == 404
     against = client.get("/api/v1/runs/6/changes?against=1").json()["changes"]
