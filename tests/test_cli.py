@@ -156,6 +156,54 @@ def test_missing_device_is_an_infra_error(tmp_path):
     assert "npu-smi" in run["message"]
 
 
+def _marking_suite(tmp_path: Path, probe_waits: bool) -> str:
+    """A suite whose one test leaves a mark, run by an interpreter that leaves one when pytest
+    starts; with `probe_waits`, its probe (`python -c`) waits up to 30 s for that mark."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_mark.py").write_text(
+        f"def test_mark():\n    open({str(tmp_path / 'ran')!r}, 'w').close()\n"
+    )
+    started, waited = tmp_path / "pytest-started", tmp_path / "probe-saw-pytest"
+    wait = (
+        f"for i in $(seq 300); do [ -e {started} ] && break; sleep 0.1; done\n"
+        f"[ -e {started} ] && touch {waited}\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(
+        f'#!/bin/sh\nif [ "$1" = "-c" ]; then\n{wait if probe_waits else ""}:\n'
+        f'else touch {started}; fi\nexec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    return f"""
+[runner]
+name = "ci"
+device = "cpu"
+[[suites]]
+name = "marks"
+path = "{tmp_path / "suite"}"
+python = "{python}"
+"""
+
+
+def test_the_suite_is_collected_while_the_device_is_probed(tmp_path):
+    """The probe (4-7 s on a GPU) no longer comes before the processes' collection."""
+    proc = tracker(tmp_path, "run", "marks", "--json", config=_marking_suite(tmp_path, True))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "probe-saw-pytest").exists()  # pytest had started before the probe ended
+    assert json.loads(proc.stdout)["run"]["counts"] == {"passed": 1}
+
+
+def test_no_test_runs_on_a_device_the_probe_finds_unfit(tmp_path):
+    """The processes started beside the probe collect, and nothing goes out to them."""
+    config = _marking_suite(tmp_path, False).replace('"cpu"', '"npu"\ndevices = [0]')
+    proc = tracker(tmp_path, "run", "marks", "--json", config=config)
+    assert proc.returncode == 4, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["run"]["status"] == "infra_error" and "npu-smi" in out["run"]["message"]
+    assert (tmp_path / "pytest-started").exists() and not (tmp_path / "ran").exists()
+    assert out["results"] == []
+
+
 def test_db_upgrade(tmp_path):
     proc = tracker(tmp_path, "db", "upgrade")
     assert proc.returncode == 0 and "newest schema" in proc.stdout

@@ -33,7 +33,7 @@ from tracker.records import (
 from tracker.runner import plan, share
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.feed import Feed
-from tracker.runner.probe import probe
+from tracker.runner.probe import Probe, probe
 from tracker.runner.process import Job, Pull, end_run, run_process
 from tracker.signatures import fatal_regex
 
@@ -90,10 +90,9 @@ def cache_state(folder: Path | None) -> str | None:
     return "warm" if next(folder.iterdir(), None) else "cold"
 
 
-def job_for(
-    settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float, env: dict
-) -> Job:
-    """What every pytest process of a suite needs; `env` is what the probe found."""
+def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float) -> Job:
+    """What every pytest process of a suite needs. Nothing in it waits for the probe, so the
+    processes start while it runs (`execute`)."""
     cache = kernel_cache(settings, suite)
     return Job(
         python=suite.python,
@@ -104,7 +103,6 @@ def job_for(
         test_timeout=suite.test_timeout,
         deadline=deadline,
         fatal_regex=fatal_regex(settings.fatal_patterns),
-        use_pytest_timeout=bool(env.get("pytest_timeout")),
     )
 
 
@@ -114,10 +112,12 @@ class Phases:
 
     def __init__(self, path: Path, t0: float) -> None:
         self.path, self.t0, self.marks = path, t0, {}
+        self.lock = threading.Lock()  # the probe's end is marked from its own thread
 
     def mark(self, phase: str, seconds: float | None = None) -> None:
-        self.marks[phase] = round(time.monotonic() - self.t0 if seconds is None else seconds, 3)
-        self.path.write_text(json.dumps(self.marks), encoding="utf-8")
+        with self.lock:
+            self.marks[phase] = round(time.monotonic() - self.t0 if seconds is None else seconds, 3)
+            self.path.write_text(json.dumps(self.marks), encoding="utf-8")
 
 
 def _on_each(slots: list[Slot], worker: Callable[[Slot], None]) -> None:
@@ -365,48 +365,68 @@ def execute(
 
     on_start(record)
     phases = Phases(workdir / "phases.json", t0)
-    with ThreadPoolExecutor(1) as pool:  # the store's history is read while the probe runs
-        history = pool.submit(read_history)
+
+    def probed() -> Probe:
         found = probe(suite, settings.runner)
         phases.mark("probe")
-        samples = history.result()
-    record.environment = found.env
-    if found.problem:
-        return finish(RUN_INFRA, found.problem)
+        return found
+
+    # The probe (torch imported in the suite's interpreter: 4-7 s on a GPU) runs beside the
+    # checkout and, when the configuration names the devices, beside the first processes'
+    # collection (~15 s there): no test goes out before it has found the devices fit.
+    pool = ThreadPoolExecutor(2)
+    probing, history = pool.submit(probed), pool.submit(read_history)
+    pool.shutdown(wait=False)  # both run to their end; nothing else is submitted
     try:
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
+        record.environment = probing.result().env
         return finish(RUN_INFRA, f"checkout failed: {exc}")
     phases.mark("checkout")
-
-    job = job_for(settings, suite, workdir, t0 + suite.run_timeout, found.env)
+    known = _known_devices(settings)
+    if known is None:
+        found = probing.result()
+        if found.problem:
+            record.environment = found.env
+            return finish(RUN_INFRA, found.problem)
+        known = found.env["device_kind"], found.devices
+    job = job_for(settings, suite, workdir, t0 + suite.run_timeout)
     per_device = suite.workers_per_device
-    slots = slots_for(found.env["device_kind"], found.devices, per_device)
+    slots = slots_for(*known, per_device)
     # where failures are rerun beside the tests: the next slot of each device
-    spares = [s for s in slots_for(found.env["device_kind"], found.devices, per_device + 1)
-              if s not in slots]  # fmt: skip
+    spares = [s for s in slots_for(*known, per_device + 1) if s not in slots]
     execution = _Execution(job, reporter)
-    warm = record.kernel_cache != "cold"
-    history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
     feed = Feed({slot.name: slot.device for slot in slots})
     nodeids: list[str] = []
     runnable: dict[str, str] = {}  # ids as stored -> as pytest selects them
 
     def plan_run(collected: list[str]) -> None:
-        """The suite's one collection: the first process to report it fills the feed."""
+        """The suite's one collection: the first process to report it fills the feed, once
+        the probe has found the device fit (else nothing goes out)."""
+        found = probing.result()
         with execution.lock:
             if feed.filled:
+                return
+            if found.problem:
+                feed.close()
                 return
             phases.mark("collected")
             nodeids.extend(collected)
             runnable.update((bound_nodeid(n), n) for n in nodeids)
-            expected = plan.estimates(nodeids, history, sharing)
+            warm = record.kernel_cache != "cold"
+            samples = history.result()
+            sharing = share.learn(samples, warm)
+            expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
             plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 
     reserve_from = t0 + suite.run_timeout * (1 - suite.rerun_reserve)
     beside = runnable if suite.reruns else {}
     attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside, spares)
+    found = probing.result()
+    record.environment = found.env
+    if found.problem:  # the processes started beside the probe collected, and ran nothing
+        return finish(RUN_INFRA, found.problem)
     phases.mark("tests")
     record.collected = [*nodeids, *(a.nodeid for a in collect_errors)]
     record.attempts.extend([*collect_errors, *attempts])
@@ -432,6 +452,15 @@ def execute(
             )
         return finish(RUN_TIMED_OUT, why + (f"; {notes}" if notes else ""))
     return finish(None, notes)
+
+
+def _known_devices(settings: Settings) -> tuple[str, list[int]] | None:
+    """The device kind and devices the probe will find if it finds no problem, when the
+    configuration names them (the probe then only checks them)."""
+    runner = settings.runner
+    if runner.device == "cpu" or (runner.device != "auto" and runner.devices is not None):
+        return runner.device, list(runner.devices or [])
+    return None
 
 
 def _rerun(

@@ -50,7 +50,6 @@ class Job:
     deadline: float  # time.monotonic() at which the run's time is up
     cut: threading.Event | None = None  # set: the tests stop, the rest of the run is for reruns
     fatal_regex: str = ""
-    use_pytest_timeout: bool = False
 
 
 @dataclass
@@ -94,6 +93,9 @@ def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
     path = str(plugin_dir(job.workdir))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     env["TRACKER_FATAL"] = job.fatal_regex
+    # pytest-timeout's own limit, where the suite's interpreter has it (ignored where not):
+    # above the suite's ini, below a --timeout in its args
+    env["PYTEST_TIMEOUT"] = f"{job.test_timeout:g}"
     env["TRACKER_PARENT"] = str(os.getpid())
     env["TRACKER_WORKDIR"] = str(job.workdir)  # finds leftovers after a crash of ours
     env.update(tracker_vars)
@@ -253,8 +255,6 @@ def run_process(
     job.workdir.mkdir(parents=True, exist_ok=True)
     chosen, report, events, output, inbox = process_files(job.workdir, name)
     cmd = pytest_command(job, report, "--continue-on-collection-errors")
-    if job.use_pytest_timeout:
-        cmd.append(f"--timeout={job.test_timeout:g}")
     env = pytest_env(job, TRACKER_EVENTS=str(events))
     pipes = _Pipes(pull, inbox) if pull else None
     if pipes:
