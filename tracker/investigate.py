@@ -28,10 +28,11 @@ log = logging.getLogger("tracker")
 
 
 @contextlib.contextmanager
-def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Path, dict]]:
-    """The folder and the probed environment of an investigation on this runner, holding the
-    suite's run lock all along: a nightly run cannot start beside it, and it refuses to start
-    beside one (store.Busy). Its run row only holds the lock and is gone afterwards."""
+def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[Path]:
+    """The folder of an investigation on this runner, once the probe has found the device fit,
+    holding the suite's run lock all along: a nightly run cannot start beside it, and it
+    refuses to start beside one (store.Busy). Its run row only holds the lock and is gone
+    afterwards."""
     found = probe(suite, settings.runner)
     if found.problem:
         raise store.Busy(f"the device is not usable: {found.problem}")
@@ -47,7 +48,7 @@ def _investigation(settings: Settings, suite: SuiteConfig) -> Iterator[tuple[Pat
     with session_scope(settings.database_url) as session:
         lock = store.start_run(session, record, HOST, os.getpid()).id
     try:
-        yield workdir, found.env
+        yield workdir
     finally:
         end_run(workdir)  # what its probes left behind, and their cgroup
         with session_scope(settings.database_url) as session:
@@ -93,8 +94,8 @@ def find_polluter(
     with session_scope(settings.database_url) as session:
         source_run, test_id, before = queries.replay_order(session, suite.name, nodeid, run_id)
     started, tries = datetime.now(UTC), settings.analysis.polluter_tries
-    with _investigation(settings, suite) as (workdir, env):
-        job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout, env)
+    with _investigation(settings, suite) as workdir:
+        job = job_for(settings, suite, workdir, time.monotonic() + suite.run_timeout)
         result = polluter.search(nodeid, before, polluter.in_processes(job, until), tries)
     details = {**result.as_dict(), "candidates": len(before), "tries": tries}
     _keep(settings, suite.name, "polluter", test_id, source_run, started, result.verdict, details)
@@ -154,13 +155,12 @@ def find_first_bad(
     if not commits:
         raise bisect.BisectError(f"no commit after {good[:12]} up to {bad}: nothing to bisect")
     started, tries = datetime.now(UTC), settings.analysis.polluter_tries
-    with _investigation(settings, suite) as (workdir, env), bisect.worktree(repo) as tree:
+    with _investigation(settings, suite) as workdir, bisect.worktree(repo) as tree:
         job = job_for(
             settings,
             suite.model_copy(update={"path": tree}),
             workdir,
             time.monotonic() + suite.run_timeout,
-            env,
         )
         verdict_of = bisect.in_processes(job, tree, nodeid, tries)
         ends = [verdict_of(good), verdict_of(commits[-1])]  # both ends first, as git bisect
