@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import DATA
 
-from tracker.ingest import IngestError, load_run, read_path, read_results
+from tracker.ingest import CUT_LOG, IngestError, load_run, read_path, read_results
 from tracker.ingest.junit import parse_junit
 from tracker.records import summarize
 
@@ -78,6 +78,23 @@ def test_log_cut_off_mid_run(tmp_path):
         "test_outcomes.py::test_fail": "interrupted",
     }
     assert summarize(record)[1] == "interrupted"
+    assert record.message == CUT_LOG
+
+
+def test_a_log_cut_between_tests_is_not_a_pass(tmp_path):
+    """Killed between two tests (a CI job's time limit): every test in the file passed, and
+    the run still says it is not whole, since the tests after the cut are not in it."""
+    lines = REPORTLOG.read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if "test_fail" in ln and '"setup"' in ln)
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(lines[:cut]))
+    record = load(path)
+    assert finals(record) == {"test_outcomes.py::test_pass": "passed"}
+    assert summarize(record)[1] == "interrupted" and record.message == CUT_LOG
+    whole = load(REPORTLOG)  # a failure still fails a cut run: it is evidence
+    assert whole.message is None and summarize(whole)[1] == "failed"
+    path.write_text("".join(ln for ln in lines if "SessionFinish" not in ln))
+    assert summarize(load(path))[1] == "failed" and load(path).message == CUT_LOG
 
 
 GITHUB_JUNIT = """<?xml version="1.0" encoding="utf-8"?>

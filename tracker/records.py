@@ -175,6 +175,7 @@ class FileResults:
     attempts: list[AttemptRecord]
     started_at: datetime | None
     finished_at: datetime | None
+    cut: bool = False  # it ends before its session did: tests not started by then are not in it
 
 
 def final_outcome(attempts: list[AttemptRecord]) -> str:

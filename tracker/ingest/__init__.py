@@ -23,10 +23,22 @@ from typing import BinaryIO
 from tracker.ingest.confirm import settle
 from tracker.ingest.junit import JUnitError, parse_junit
 from tracker.ingest.reportlog import ReportLogError, parse_reportlog
-from tracker.records import FileResults, RunRecord, natural_order
+from tracker.records import (
+    RUN_FLAKY,
+    RUN_INTERRUPTED,
+    RUN_PASSED,
+    FileResults,
+    RunRecord,
+    natural_order,
+    summarize,
+)
 from tracker.validate import MAX_RESULTS, MAX_SECONDS, InvalidRecord, check_name, check_record
 
 MAX_BYTES = 256 * 1024 * 1024  # uncompressed; a 10,000-test reportlog is ~40 MB
+CUT_LOG = (
+    "the report log ends before pytest's session did (no SessionFinish): tests that had not "
+    "started by then are not in this run"
+)
 MAX_LINE = 8 * 1024 * 1024  # one reportlog record: a test's report with its captured output
 MAX_LINES = 20 * MAX_RESULTS  # a test writes 3 reports; collectors and warnings add a few
 
@@ -116,7 +128,9 @@ def read_results(raw: BinaryIO, name: str, limit: int = MAX_BYTES) -> FileResult
                 return parse_junit(stream, MAX_RESULTS)
             if first == b"{":
                 parser = parse_reportlog(_lines(stream, name), MAX_RESULTS)
-                return FileResults(parser.attempts, parser.first_start, parser.last_stop)
+                return FileResults(
+                    parser.attempts, parser.first_start, parser.last_stop, not parser.finished
+                )
         except (JUnitError, ReportLogError) as exc:
             raise IngestError(f"{name}: {exc}") from None
         except (EOFError, OSError, zlib.error, zipfile.BadZipFile) as exc:
@@ -194,4 +208,8 @@ def load_run(
     record.started_at = record.started_at.astimezone(UTC)
     record.finished_at = record.started_at + span
     settle(record)  # a timeout beside other long tests (xdist) counts once confirmed alone
+    if found.cut:  # a CI job's time limit, a lost runner: what did not start is not in the file
+        record.message = CUT_LOG
+        if summarize(record)[1] in (RUN_PASSED, RUN_FLAKY):  # not a whole pass: no evidence
+            record.status = RUN_INTERRUPTED
     return record
