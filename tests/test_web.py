@@ -176,6 +176,9 @@ def test_api_shapes(client):
     test = client.get("/api/v1/tests/1").json()
     assert {"test", "stats", "history", "polluter", "bisect"} <= set(test)
     assert client.get("/tests/1?format=json").json() == test  # the page's own data
+    stats = test["stats"]  # first attempts: a flaky test passing on a rerun is no pass here
+    page = " ".join(client.get("/tests/1").text.split())
+    assert f"Its first attempt passed in {stats['runs'] - stats['failures']} of " in page
     assert client.get("/api/v1/suites/transformers/clusters").json()["clusters"][0]["size"] >= 1
     assert client.get("/api/v1/schedule").json() == []
     assert client.get("/api/v1/runs/999").status_code == 404
