@@ -93,7 +93,10 @@ def test_a_page_and_its_json_show_the_same_numbers(client):
     assert run["total_results"] == sum(run["run"]["counts"].values())
     assert f"#{run['run']['id']}" in client.get("/runs/6").text
     promo = client.get("/suites/transformers/promotion?format=json").json()
-    assert promo["verdict"]["headline"] in client.get("/suites/transformers/promotion").text
+    page = client.get("/suites/transformers/promotion").text
+    assert promo["verdict"]["headline"] in page
+    rate = next(p for p in promo["verdict"]["parts"] if p["name"].startswith("run success"))
+    assert f'<td class="num">{100 * rate["measured"]:.1f}%</td>' in page  # as its target reads
 
 
 def test_quarantined_failures_are_in_plain_sight(client):
