@@ -116,7 +116,8 @@ def flaky(
         out.print(Text(f"{i:>3}. ").append(x.nodeid, style="bold"))
         out.print(
             Text(
-                f"     failed {x.failures} of {plural(x.runs, 'run')}, rate {_pct(x.failure_rate)} "
+                f"     first attempt failed in {x.failures} of {plural(x.runs, 'run')}, "
+                f"rate {_pct(x.failure_rate)} "
                 f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
                 f"evidence: {', '.join(sorted(x.evidence)).replace('_', ' ')}"
                 + (f"; {', '.join(notes)}" if notes else "")
@@ -261,7 +262,8 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
             out.print(Text("  per runner:"))
             for name, r in per_runner.items():
                 line = Text(f"    {name}: ").append(*_met(r.met))
-                line.append(f", {r.consecutive_days} days in a row, {r.successes}/{r.total} green")
+                days = plural(r.consecutive_days, "day")
+                line.append(f", {days} in a row, {r.successes}/{r.total} green")
                 out.print(line)
     if not v.met:
         raise typer.Exit(EXIT_NOT_MET)
@@ -345,7 +347,7 @@ def quarantine_propose(
         err.print(f"Nothing to propose: no flaky test of {suite} with {minimum}+ failed runs.")
     for x in proposals:
         kinds = ", ".join(sorted(x.evidence)).replace("_", " ")
-        reason = f"failed {x.failures} of {plural(x.runs, 'run')} ({kinds})"
+        reason = f"first attempt failed in {x.failures} of {plural(x.runs, 'run')} ({kinds})"
         command = ["tracker", "quarantine", "add", "--suite", suite, escape_controls(x.nodeid)]
         # quoted for the shell it is pasted into, and never wrapped: half a command is worse
         print(shlex.join([*command, "--reason", reason, "--by", "rule:flaky"]))
