@@ -156,21 +156,22 @@ def test_missing_device_is_an_infra_error(tmp_path):
     assert "npu-smi" in run["message"]
 
 
-def _marking_suite(tmp_path: Path, probe_waits: bool) -> str:
+def _marking_suite(tmp_path: Path, probe: str) -> str:
     """A suite whose one test leaves a mark, run by an interpreter that leaves one when pytest
-    starts; with `probe_waits`, its probe (`python -c`) waits up to 30 s for that mark."""
+    starts. Its probe (`python -c`) `waits` up to 30 s for that mark, `fails`, or runs as is."""
     (tmp_path / "suite").mkdir()
     (tmp_path / "suite" / "test_mark.py").write_text(
         f"def test_mark():\n    open({str(tmp_path / 'ran')!r}, 'w').close()\n"
     )
     started, waited = tmp_path / "pytest-started", tmp_path / "probe-saw-pytest"
-    wait = (
-        f"for i in $(seq 300); do [ -e {started} ] && break; sleep 0.1; done\n"
-        f"[ -e {started} ] && touch {waited}\n"
-    )
+    before_probe = {
+        "waits": f"for i in $(seq 300); do [ -e {started} ] && break; sleep 0.1; done\n"
+        f"[ -e {started} ] && touch {waited}\n",
+        "fails": "echo no torch here; exit 1\n",
+    }.get(probe, "")
     python = tmp_path / "python"
     python.write_text(
-        f'#!/bin/sh\nif [ "$1" = "-c" ]; then\n{wait if probe_waits else ""}:\n'
+        f'#!/bin/sh\nif [ "$1" = "-c" ]; then\n{before_probe}:\n'
         f'else touch {started}; fi\nexec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
@@ -187,20 +188,27 @@ python = "{python}"
 
 def test_the_suite_is_collected_while_the_device_is_probed(tmp_path):
     """The probe (4-7 s on a GPU) no longer comes before the processes' collection."""
-    proc = tracker(tmp_path, "run", "marks", "--json", config=_marking_suite(tmp_path, True))
+    proc = tracker(tmp_path, "run", "marks", "--json", config=_marking_suite(tmp_path, "waits"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "probe-saw-pytest").exists()  # pytest had started before the probe ended
     assert json.loads(proc.stdout)["run"]["counts"] == {"passed": 1}
 
 
-def test_no_test_runs_on_a_device_the_probe_finds_unfit(tmp_path):
-    """The processes started beside the probe collect, and nothing goes out to them."""
-    config = _marking_suite(tmp_path, False).replace('"cpu"', '"npu"\ndevices = [0]')
+@pytest.mark.parametrize(
+    ("device", "probe", "started", "why"),
+    [  # the processes started beside the probe collect, and nothing goes out to them
+        ("cuda", "fails", True, "the suite's interpreter"),
+        # an NPU's busy check would see them: they wait for the probe there
+        ("npu", "", False, "npu-smi"),
+    ],
+)
+def test_no_test_runs_on_a_device_the_probe_finds_unfit(tmp_path, device, probe, started, why):
+    config = _marking_suite(tmp_path, probe).replace('"cpu"', f'"{device}"\ndevices = [0]')
     proc = tracker(tmp_path, "run", "marks", "--json", config=config)
     assert proc.returncode == 4, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["run"]["status"] == "infra_error" and "npu-smi" in out["run"]["message"]
-    assert (tmp_path / "pytest-started").exists() and not (tmp_path / "ran").exists()
+    assert out["run"]["status"] == "infra_error" and why in out["run"]["message"]
+    assert (tmp_path / "pytest-started").exists() == started and not (tmp_path / "ran").exists()
     assert out["results"] == []
 
 

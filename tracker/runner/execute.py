@@ -456,9 +456,12 @@ def execute(
 
 def _known_devices(settings: Settings) -> tuple[str, list[int]] | None:
     """The device kind and devices the probe will find if it finds no problem, when the
-    configuration names them (the probe then only checks them)."""
+    configuration names them (the probe then only checks them). Not on an NPU: there the probe
+    calls a device busy when `npu-smi` lists a process on it, and the slots' processes,
+    collecting beside the probe, may already hold it (npu-smi may show a container's processes
+    by their host ids, so they cannot be told apart from another job's)."""
     runner = settings.runner
-    if runner.device == "cpu" or (runner.device != "auto" and runner.devices is not None):
+    if runner.device == "cpu" or (runner.device == "cuda" and runner.devices is not None):
         return runner.device, list(runner.devices or [])
     return None
 
