@@ -323,3 +323,35 @@ def test_run_limit_cut_does_not_fail_its_kernel(run_suite, settings):
         kernels = {k.kernel: k.status for k in scope.kernels()}
         assert kernels == {"hang": "not run"}
         assert scope.broken() == [] and scope.flaky() == []
+
+
+def test_a_process_starting_beside_another_never_sees_half_a_plugin(tmp_path):
+    """Processes start at once (a rerun beside the restart after a device-fatal error): each
+    must import the whole plugin, or it runs its whole file instead of its one test."""
+    import threading
+
+    from tracker.runner.process import PLUGIN_SOURCE, plugin_dir
+
+    whole = PLUGIN_SOURCE.read_bytes()
+    seen: set[bytes] = set()
+    done = threading.Event()
+
+    def start_processes() -> None:
+        for _ in range(200):
+            seen.add((plugin_dir(tmp_path) / "tracker_plugin.py").read_bytes())
+
+    def import_it() -> None:  # what a process started meanwhile reads
+        while not done.is_set():
+            if (plugin := tmp_path / "plugin" / "tracker_plugin.py").exists():
+                seen.add(plugin.read_bytes())
+
+    reader = threading.Thread(target=import_it)
+    reader.start()
+    starters = [threading.Thread(target=start_processes) for _ in range(4)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join()
+    done.set()
+    reader.join()
+    assert seen == {whole}

@@ -81,10 +81,17 @@ class _Tail:
 
 
 def plugin_dir(workdir: Path) -> Path:
-    """The plugin travels as a copy, so the suite's interpreter imports nothing of the tracker."""
+    """The plugin travels as a copy, so the suite's interpreter imports nothing of the tracker.
+    Written once, whole, by a rename: rewritten in place for each process, it was once empty
+    when a rerun's process imported it, as a fresh process started beside it, and the rerun
+    ran its whole file instead of its one test, without the plugin's selection."""
     target = workdir / "plugin"
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PLUGIN_SOURCE, target / "tracker_plugin.py")
+    plugin = target / "tracker_plugin.py"
+    if not plugin.exists():
+        target.mkdir(parents=True, exist_ok=True)
+        partial = target / f".tracker_plugin.{os.getpid()}.{threading.get_ident()}"
+        shutil.copyfile(PLUGIN_SOURCE, partial)
+        partial.replace(plugin)
     return target
 
 
