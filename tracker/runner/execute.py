@@ -12,10 +12,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from tracker.config import Settings, SuiteConfig
 from tracker.ingest.confirm import contended, settle
@@ -37,6 +38,7 @@ from tracker.runner.probe import Probe, probe
 from tracker.runner.process import Job, Pull, end_run, run_process
 from tracker.signatures import fatal_regex
 
+T = TypeVar("T")
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
 
 
@@ -374,9 +376,7 @@ def execute(
     # The probe (torch imported in the suite's interpreter: 4-7 s on a GPU) runs beside the
     # checkout and, when the configuration names the devices, beside the first processes'
     # collection (~15 s there): no test goes out before it has found the devices fit.
-    pool = ThreadPoolExecutor(2)
-    probing, history = pool.submit(probed), pool.submit(read_history)
-    pool.shutdown(wait=False)  # both run to their end; nothing else is submitted
+    probing, history = _beside(probed), _beside(read_history)
     try:
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
@@ -452,6 +452,20 @@ def execute(
             )
         return finish(RUN_TIMED_OUT, why + (f"; {notes}" if notes else ""))
     return finish(None, notes)
+
+
+def _beside(work: Callable[[], T]) -> Future[T]:
+    """`work` in a daemon thread: Ctrl-C is not held up by a probe that has not answered."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # raised where the result is asked for
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
 
 
 def _known_devices(settings: Settings) -> tuple[str, list[int]] | None:
