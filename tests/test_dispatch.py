@@ -180,7 +180,9 @@ def test_plan_predicts_from_the_last_run(tmp_path):
         "u.py::cut",
         "t.py::fast",
     ]
-    assert planned["long_tests"][2]["cut"] is True
+    assert planned["long_tests"][2]["cut"] is True and planned["cut_tests"] == 1
+    said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
+    assert "for 1 test cut on a recent night it has only the time before the cut" in said
     assert {t["sharing"] for t in planned["long_tests"]} == {"unknown"}  # no timeline in JUnit
     # cut first, then longest: cut 12 and slow 30 start; mid 20 follows cut (32), fast 5 slow (35)
     assert planned["predicted_end"] == 35.0

@@ -386,13 +386,14 @@ def plan_command(
         for n in long
     ]
     unknown = sum(1 for e in expected.values() if not e.known)
+    cut = sum(1 for n in nodeids if expected[n].cut)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
                           "kernel_cache": "warm" if warm else "cold",
                           "predicted_end": round(predicted.end, 1),
                           "done_by_minute": by_minute, "long_tests": tests,
                           "filling_at_once": predicted.lanes,
-                          "without_history": unknown}))  # fmt: skip
+                          "without_history": unknown, "cut_tests": cut}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
     prose = {"soft_wrap": False}  # sentences wrap at words; test ids below stay whole
@@ -405,7 +406,13 @@ def plan_command(
     out.print(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
         "test's expected time, without tests slowing each other; on real cold GPU nights a "
-        "test's time was typically 1.3-3.5x off its expected one: bench/README.md)",
+        "test's time was typically 1.3-3.5x off its expected one: bench/README.md)"
+        + (
+            f"; for {plural(cut, 'test')} cut on a recent night it has only the time before "
+            "the cut, so the end may come later"
+            if cut
+            else ""
+        ),
         **prose,
     )
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
