@@ -376,7 +376,13 @@ def execute(
     # The probe (torch imported in the suite's interpreter: 4-7 s on a GPU) runs beside the
     # checkout and, when the configuration names the devices, beside the first processes'
     # collection (~15 s there): no test goes out before it has found the devices fit.
-    probing, history = _beside(probed), _beside(read_history)
+    warm = record.kernel_cache != "cold"
+
+    def learned() -> tuple[dict[str, list[tuple[float, str]]], dict[str, share.Sharing]]:
+        samples = read_history()
+        return share.first_attempts(samples, warm), share.learn(samples, warm)
+
+    probing, history = _beside(probed), _beside(learned)  # the plan's input, beside collection
     try:
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
@@ -413,10 +419,7 @@ def execute(
             phases.mark("collected")
             nodeids.extend(collected)
             runnable.update((bound_nodeid(n), n) for n in nodeids)
-            warm = record.kernel_cache != "cold"
-            samples = history.result()
-            sharing = share.learn(samples, warm)
-            expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
+            expected = plan.estimates(nodeids, *history.result())
             plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 
