@@ -54,7 +54,7 @@ def _before(runs: list[dict], run: dict) -> set[int]:
 def _night(run_id: int, info: dict, nodeids: list[str], history: list, samples: list) -> str:
     warm = info["kernel_cache"] == "warm"
     expected = plan.estimates(
-        nodeids, share.first_attempts(history, warm), share.learn(history, warm)
+        nodeids, share.first_attempts(history, warm), share.learn(history, warm), warm
     )
     took = {
         s.nodeid: s.duration

@@ -56,6 +56,21 @@ def test_a_cut_without_a_finished_attempt_is_still_first():
     assert [g[0] for g in plan.order(["x::a", "x::b"], expected)] == ["x::a", "x::b"]
 
 
+def test_tests_too_short_to_move_the_end_keep_suite_order():
+    nodeids = ["b.py::big", *(f"a.py::t{i}" for i in range(10))]
+    history = {"b.py::big": [(100.0, "passed")]} | {n: [(2.0, "passed")] for n in nodeids[1:]}
+    expected = plan.estimates(nodeids, history)
+    assert plan.ranked(plan.order(nodeids, expected), expected) == 11  # all of a second or more
+    # 120 s over 2 slots: 60 s at best. A 2 s test cannot move that end by much; in suite order
+    # a file's tests run on in one process, which has compiled their kernels
+    feed = Feed({"w0": "", "w1": ""})
+    plan.fill(feed, nodeids, expected, "test")
+    assert feed.ranked == 1
+    assert feed.take("w0") == "b.py::big"
+    # w0 heads into the file next: w1 begins in its middle, one test after the other
+    assert [feed.take("w1") for _ in range(5)] == [f"a.py::t{i}" for i in range(5, 10)]
+
+
 def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     long = [["l.py::a"], ["l.py::b"]]
     short = [[f"s.py::t{i}"] for i in range(20)]

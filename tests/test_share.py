@@ -83,6 +83,24 @@ def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():
     assert share.learn(crowded, warm=False)["f.py::test_k[0]"].alone == 12.0
 
 
+def test_a_cold_night_runs_no_chain():
+    # two nights: three cases of a kernel took turns on the device (6 s each, 2 s alone)
+    samples = [
+        *(Sample(1, f"f.py::test_fill[{i}]", 1, 2.0, PASSED, _at(2 * i), "d0w0") for i in range(3)),
+        *(Sample(2, f"f.py::test_fill[{i}]", 1, 6.0, PASSED, _at(0), f"d0w{i}") for i in range(3)),
+    ]
+    nodeids = [f"f.py::test_fill[{i}]" for i in range(3)]
+    chains = {}
+    for warm in (True, False):
+        history, sharing = share.first_attempts(samples, warm), share.learn(samples, warm)
+        assert all(sharing[n].fills for n in nodeids)  # what the timelines say, either way
+        feed = Feed({"d0w0": "0", "d0w1": "0", "d0w2": "0"})
+        plan.fill(feed, nodeids, plan.estimates(nodeids, history, sharing, warm), "test")
+        chains[warm] = sum(len(c) for c in feed.chains.values())
+    # warm, they run one at a time; cold, each mostly compiles on the CPU, which takes no turns
+    assert chains == {True: 3, False: 0}
+
+
 def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     feed = Feed({"d0w0": "0", "d0w1": "0", "d0w2": "0"})
     heavy = [["a.py::t"], ["b.py::t"], ["c.py::t"]]

@@ -361,7 +361,7 @@ def plan_command(
         found = (queries.run_info(session, last[0]["id"])["environment"] or {}).get("device_count")
     warm = cache_state(kernel_cache(settings, config)) == "warm" if cold is None else not cold
     sharing = share.learn(samples, warm)
-    expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing)
+    expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing, warm)
     configured = len(settings.runner.devices) if settings.runner.devices else None
     count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
@@ -418,8 +418,13 @@ def plan_command(
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
     out.print(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
-        f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
-        + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items())),
+        + (
+            f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
+            + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
+            if warm
+            else "evidence) on warm nights; with a cold cache they mostly compile, on the CPU, "
+            "which does not take turns: no chain"
+        ),
         **prose,
     )
     out.print(

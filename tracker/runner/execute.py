@@ -419,7 +419,7 @@ def execute(
             phases.mark("collected")
             nodeids.extend(collected)
             runnable.update((bound_nodeid(n), n) for n in nodeids)
-            expected = plan.estimates(nodeids, *history.result())
+            expected = plan.estimates(nodeids, *history.result(), warm)
             plan.fill(feed, nodeids, expected, suite.group)
         reporter.collected(len(nodeids))
 

@@ -6,11 +6,18 @@ the store: the median of its recent first attempts on this runner. A test that w
 timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
 never last: cut tests go first among the long ones (`Feed` decides when the long ones go out
 beside the short ones). A test with no history takes its file's median, else the suite's.
-Durations are compared in whole seconds, so the many short tests keep the suite's order.
+Durations are compared in whole seconds, so the many short tests keep the suite's order, and
+so do the tests too short to move the run's end (under a twentieth of its ideal length,
+`SHORT`): in suite order a file's tests share one process's compiled kernels.
 
 A test that fills its device (`share.learn`) is expected to take its time alone: it will run
-alone among its kind, in its device's chain (see `Feed`). A chain of tests only presumed to
-fill, for want of evidence, that is longer than the run's ideal length runs in more lanes.
+alone among its kind, in its device's chain (see `Feed`), on a night with a warm compiled-kernel
+cache. On a cold night its time is mostly compiling, on the CPU, which does not take turns: the
+heavy cases of three cold one-GPU nights took 280-290 s with 1-3 or 5 long tests beside them
+alike (bench/README.md, calls AE-AG), and the chain learned from them held 156 tests in 3
+lanes: replayed with AF's times, a third night finished 2,521 tests by 540 s with it and 2,594
+without it (bench/finished_by_replay.py). A chain of tests only presumed to fill, for want of
+evidence, that is longer than the run's ideal length runs in more lanes.
 `simulate` replays the hand-out with the expected times to predict the run's end and how many
 tests are done by each minute.
 """
@@ -24,6 +31,8 @@ from statistics import median
 from tracker.records import CUT, LONG, file_of
 from tracker.runner.feed import Feed
 from tracker.runner.share import Sharing
+
+SHORT = 20  # a test under 1/SHORT of the run's ideal length keeps suite order
 
 
 @dataclass(frozen=True)
@@ -52,12 +61,13 @@ def estimates(
     nodeids: list[str],
     history: dict[str, list[tuple[float, str]]],
     sharing: dict[str, Sharing] | None = None,
+    warm: bool = True,
 ) -> dict:
-    """Each test's Estimate; with `sharing`, a long test that fills its device is expected to
-    take its time alone (it will not have company of its kind)."""
+    """Each test's Estimate; with `sharing`, on a `warm` night, a long test that fills its
+    device is expected to take its time alone (it will not have company of its kind)."""
     known = {n: e for n in nodeids if (e := estimate(history.get(n, [])))}
     for nodeid, e in known.items():
-        view = (sharing or {}).get(nodeid)
+        view = (sharing or {}).get(nodeid) if warm else None
         if view is not None and view.fills is not None:
             # with company it was cut, or slow: alone, tonight, it takes its time alone; never
             # more than its usual time (most runs of a test may find its kernels compiled)
@@ -76,18 +86,23 @@ def estimates(
     return out
 
 
-def _rank(e: Estimate) -> int:
+def _rank(e: Estimate, floor: float = 1.0) -> int:
     """Whole seconds, and at least 1 for a test that fills its device: it is handed out among
     the long tests, in its device's chain, even where its time alone is under a second. A test
     whose file never ran is not ranked by the suite's median: a night cut in suite order knew
     only its first files, and on one slot the tests never reached then waited behind them
     again, night after night (bench/README.md, the cut scenario on one slot)."""
-    return 0 if e.blind else max(int(e.seconds), 1 if e.fills else 0)
+    if e.blind or (e.seconds < floor and not e.fills):
+        return 0
+    return max(int(e.seconds), 1)
 
 
-def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test") -> list:
-    """Groups of tests in the order they are handed out: cut tests first, then longest first.
-    `group = "file"` keeps a file's tests together, in suite order, in one slot."""
+def order(
+    nodeids: list[str], expected: dict[str, Estimate], group: str = "test", floor: float = 1.0
+) -> list:
+    """Groups of tests in the order they are handed out: cut tests first, then longest first,
+    down to `floor` seconds (`_rank`). `group = "file"` keeps a file's tests together, in suite
+    order, in one slot."""
     if group == "file":
         files: dict[str, list[str]] = {}
         for nodeid in nodeids:
@@ -101,22 +116,30 @@ def order(nodeids: list[str], expected: dict[str, Estimate], group: str = "test"
         )
     # whole seconds: tests under a second (most of a suite) keep suite order, so a file's tests
     # stay together (its module fixtures are set up once) and order-dependence stays visible
-    ranked = sorted(nodeids, key=lambda n: (not expected[n].cut, -_rank(expected[n])))
+    ranked = sorted(nodeids, key=lambda n: (not expected[n].cut, -_rank(expected[n], floor)))
     return [[n] for n in ranked]
 
 
-def ranked(groups: list[list[str]], expected: dict[str, Estimate], group: str = "test") -> int:
+def ranked(
+    groups: list[list[str]], expected: dict[str, Estimate], group: str = "test", floor: float = 1.0
+) -> int:
     """How many leading groups of `order` are ranked by duration (all of them with whole files);
     the rest are the short tests, in suite order, which the feed hands out in stretches."""
     if group == "file":
         return len(groups)
-    return sum(1 for (n,) in groups if expected[n].cut or _rank(expected[n]) >= 1)
+    return sum(1 for (n,) in groups if expected[n].cut or _rank(expected[n], floor) >= 1)
 
 
 def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: str) -> None:
-    """Hand the run's tests to the feed: ranked, weighed, the device-filling ones marked."""
-    groups = order(nodeids, expected, group)
-    count = ranked(groups, expected, group)
+    """Hand the run's tests to the feed: ranked, weighed, the device-filling ones marked.
+    Ranked down to a twentieth of the run's ideal length (`SHORT`): shorter ones cannot move
+    its end by much, and in suite order a cold night compiles their kernels once per file
+    instead of once per process (a test_dyt case took 23-25 s in the tracker's processes and
+    0.0 s in xdist's worker that had run the file's earlier cases: call AG)."""
+    span = sum(e.seconds for e in expected.values()) / max(len(feed.device), 1)
+    floor = max(1.0, span / SHORT)
+    groups = order(nodeids, expected, group, floor)
+    count = ranked(groups, expected, group, floor)
     weights = [sum(expected[n].seconds for n in g) for g in groups]
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
     presumed = [any(expected[n].presumed for n in g) for g in groups[:count]]

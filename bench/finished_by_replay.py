@@ -1,0 +1,74 @@
+"""Tests finished by each minute of a night the tracker has not run yet, replayed offline from a
+stored device database (no GPU needed): the night is planned from the runs `--history` names, as
+`tracker run` would plan it, and handed out to the slots with the times each test took on the
+night `--times` names (its first attempts; a test cut there takes 1.05x its time before the cut,
+or its time on another night if that was longer).
+
+    python bench/finished_by_replay.py DB --history 1 2 --times 2 [--slots 8] [--start 19]
+    PYTHONPATH=/tmp/before python bench/finished_by_replay.py DB ...   # another tree's plan
+
+There is no model of contention: each test takes the time it took beside that night's company,
+whatever company the replay gives it. Replayed so, call AF's own plan (history: AE) gave
+1,641 / 2,366 / 2,419 / 2,501 / 2,579 tests by 60-300 s against 1,571 / 2,353 / 2,414 / 2,510 /
+2,578 measured, and the same 2,596 by 540 s. Nor does it see a file's kernels compiled once per
+process rather than once in each: that is measured on the device. `--start`: the seconds from
+launch to the first test (the probe and the collection; 19 s on one H200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import heapq
+from inspect import signature
+
+from tracker import queries
+from tracker.db import session_scope
+from tracker.records import CUT
+from tracker.runner import plan, share
+from tracker.runner.feed import Feed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("db")
+    parser.add_argument("--history", type=int, nargs="+", required=True, help="run ids")
+    parser.add_argument("--times", type=int, required=True, help="the run whose times to use")
+    parser.add_argument("--suite", default="transformers")
+    parser.add_argument("--runner", default="h200")
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--start", type=float, default=19.0)
+    parser.add_argument("--warm", action="store_true", help="plan a warm night (default cold)")
+    args = parser.parse_args()
+    with session_scope(f"sqlite:///{args.db}") as session:
+        samples = queries.recent_attempts(session, args.suite, args.runner, runs=100)
+        nodeids = [r["nodeid"] for r in queries.run_results(session, args.times)[0]]
+    took: dict[str, float] = {}
+    for s in sorted(samples, key=lambda s: s.run == args.times):  # the night's own times last
+        if s.number == 1:
+            cut = s.outcome in CUT
+            took[s.nodeid] = max(s.duration * 1.05, took.get(s.nodeid, 0.0)) if cut else s.duration
+    history = [s for s in samples if s.run in args.history]
+    cache = {"warm": args.warm} if "warm" in signature(plan.estimates).parameters else {}
+    learned = share.first_attempts(history, args.warm), share.learn(history, args.warm)
+    expected = plan.estimates(nodeids, *learned, **cache)  # an older tree: no `warm`
+    slots = {f"d0w{w}": "0" for w in range(args.slots)}
+    feed = Feed(slots)
+    plan.fill(feed, nodeids, expected, "test")
+    clock = [(args.start, name) for name in sorted(slots)]
+    ends: list[float] = []
+    while clock:
+        now, name = heapq.heappop(clock)
+        if (nodeid := feed.take(name)) is None:
+            continue
+        seconds = took.get(nodeid, expected[nodeid].seconds)
+        ends.append(now + seconds)
+        heapq.heappush(clock, (now + seconds, name))
+    ends.sort()
+    marks = range(60, 541, 60)
+    print(" | ".join(f"{t} s: {bisect.bisect_right(ends, t):,}" for t in marks))
+    print(f"last test ends at {ends[-1]:.0f} s; {len(ends):,} tests")
+
+
+if __name__ == "__main__":
+    main()
