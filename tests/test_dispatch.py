@@ -112,6 +112,28 @@ def test_while_short_tests_are_left_a_device_runs_one_long_test_until_more_are_d
     assert sorted(taken) == ["m.py::d", "s.py::t10", "s.py::t11", "s.py::t5"]
 
 
+def test_a_slot_takes_the_next_long_test_of_its_file_unless_the_longest_could_set_the_end():
+    # suite order: a0 a1 a2 b0 b1 h; longest first: h, a0, b0, a1, b1, a2
+    groups = [["h.py::big"], ["a.py::t0"], ["b.py::u0"], ["a.py::t1"], ["b.py::u1"], ["a.py::t2"]]
+    feed = Feed({"w0": "0", "w1": "0", "w2": "0"})
+    feed.fill(groups, 6, [100, 9, 8, 7, 6, 5], places=[5, 0, 3, 1, 4, 2])
+    assert [feed.take(w) for w in ("w0", "w1", "w2")] == ["h.py::big", "a.py::t0", "b.py::u0"]
+    # its process has compiled b.py's kernels: the next of b.py, not the longest left (a1)
+    assert [feed.take("w2"), feed.take("w1"), feed.take("w1")] == [
+        "b.py::u1", "a.py::t1", "a.py::t2",
+    ]  # fmt: skip
+    # a test that could set the night's end (a quarter of 203 s / 1 slot or more) goes first,
+    # even before the next of the file its slot began
+    one = Feed({"w0": "0"})
+    one.fill([["h.py::big"], ["g.py::big"], ["a.py::t0"], ["h.py::small"]], 4, [100, 90, 10, 3])
+    assert [one.take("w0") for _ in range(4)] == [
+        "h.py::big",
+        "g.py::big",
+        "a.py::t0",
+        "h.py::small",
+    ]
+
+
 def _handed(detail: dict) -> list[str]:
     """The tests each process was handed, in order (its inbox)."""
     folder = Path(detail["run"]["artifacts"])
