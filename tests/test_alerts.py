@@ -189,6 +189,21 @@ def test_a_missed_night_is_an_alert_once_and_shows_red(tmp_path):
         assert "no run for" not in client.get("/").text
 
 
+def test_a_first_run_failing_is_not_called_a_change_from_not_run(tmp_path):
+    settings = settings_for(tmp_path)
+    first = _store(settings, tmp_path, 0, {"t/test_a.py::test_x": ("failed", "boom")})
+    alerts.after_run(settings, first)
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client:
+        events = client.get(f"/api/v1/runs/{first}/changes").json()["events"]
+    kernel = [e for e in events if e["kind"] == "kernel"]
+    days = settings.analysis.flaky_window_days
+    assert [(e["level"], e["text"]) for e in kernel] == [
+        ("critical", f"kernel a: failing, its first run in {days} days")
+    ]
+
+
 def test_a_test_passing_again_is_not_called_fixed(tmp_path):
     """Most tests that pass after a failure do so at the same commit: a flaky test's good
     night. The run says what it saw, and the page names the run it compares with."""

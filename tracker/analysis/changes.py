@@ -166,11 +166,20 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
         text = f"{plural(len(healthy), 'quarantined test')} stable again: release?"
         events.append(event("quarantine_healthy", INFO, text, healthy))
     for kernel in sorted(k1):
-        was, now = k0.get(kernel, KERNEL_NOT_RUN), k1[kernel]
-        if was != now and now != KERNEL_NOT_RUN and (was, now) != (KERNEL_NOT_RUN, KERNEL_STABLE):
-            level = CRITICAL if now == KERNEL_FAILING else INFO
-            text = f"kernel {kernel}: {was.replace('_', ' ')} → {now}"
-            events.append(event("kernel", level, text))
+        was, now = k0.get(kernel), k1[kernel]
+        if (
+            was == now
+            or now == KERNEL_NOT_RUN
+            or (now, was) in ((KERNEL_STABLE, None), (KERNEL_STABLE, KERNEL_NOT_RUN))
+        ):
+            continue
+        level = CRITICAL if now == KERNEL_FAILING else INFO
+        # nothing of it before in the window (a new runner's first run): no "not run → failing"
+        days = settings.analysis.flaky_window_days
+        moved = (
+            f"{was.replace('_', ' ')} → {now}" if was else f"{now}, its first run in {days} days"
+        )
+        events.append(event("kernel", level, f"kernel {kernel}: {moved}"))
     if met0 != met1:
         text = "promotion criterion met" if met1 else "promotion criterion no longer met"
         events.append(event("promotion", INFO if met1 else CRITICAL, text))
