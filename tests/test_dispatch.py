@@ -50,6 +50,16 @@ def test_cut_tests_go_first_then_the_longest():
     assert predicted.busy == pytest.approx({"w0": 30.0, "w1": 6.0 + 6.0 + 0.2 + 0.2})
 
 
+def test_a_new_case_takes_its_functions_time_before_its_files():
+    history = {"f.py::test_k[0]": [(200.0, "passed")], "f.py::test_k[1]": [(180.0, "passed")]}
+    history |= {f"f.py::test_s[{i}]": [(0.1, "passed")] for i in range(3)}
+    nodeids = [*history, "f.py::test_k[2]", "f.py::test_new"]
+    expected = plan.estimates(nodeids, history)
+    # never reached last night: the same kernel's other cases say more than its file's median
+    assert expected["f.py::test_k[2]"] == Estimate(190.0, known=False)
+    assert expected["f.py::test_new"] == Estimate(0.1, known=False)
+
+
 def test_a_cut_without_a_finished_attempt_is_still_first():
     history = {"x::a": [(2.0, "crashed")], "x::b": [(9.0, "passed")]}
     expected = plan.estimates(["x::a", "x::b"], history)

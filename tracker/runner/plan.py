@@ -5,7 +5,10 @@ longest tests first (LPT) keeps the tail short. Each test's expected duration is
 the store: the median of its recent first attempts on this runner. A test that was cut (a
 timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
 never last: cut tests go first among the long ones (`Feed` decides when the long ones go out
-beside the short ones). A test with no history takes its file's median, else the suite's.
+beside the short ones). A test with no history takes the median of its function's other
+cases (the same kernel, other parameters), else its file's, else the suite's: the longest case
+of a 1-GPU night, never reached on the night before, took its file's median (a few seconds) and
+went out last among the short tests (call AF, bench/README.md).
 Durations are compared in whole seconds, so the many short tests keep the suite's order, and
 so do the tests too short to move the run's end (under a twentieth of its ideal length,
 `SHORT`): in suite order a file's tests share one process's compiled kernels.
@@ -31,7 +34,7 @@ from statistics import median
 
 from tracker.records import CUT, LONG, file_of
 from tracker.runner.feed import Feed
-from tracker.runner.share import Sharing
+from tracker.runner.share import Sharing, function_of
 
 SHORT = 20  # a test under 1/SHORT of the run's ideal length keeps suite order
 
@@ -76,13 +79,15 @@ def estimates(
             fills = view.fills and e.seconds >= LONG  # long with company, if not alone
             known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed)
     by_file: dict[str, list[float]] = {}
+    by_function: dict[str, list[float]] = {}
     for nodeid, e in known.items():
         by_file.setdefault(file_of(nodeid), []).append(e.seconds)
+        by_function.setdefault(function_of(nodeid), []).append(e.seconds)
     suite = median([e.seconds for e in known.values()]) if known else 0.0
     out = dict(known)
     for nodeid in nodeids:
         if nodeid not in out:
-            prior = by_file.get(file_of(nodeid))
+            prior = by_function.get(function_of(nodeid)) or by_file.get(file_of(nodeid))
             out[nodeid] = Estimate(median(prior) if prior else suite, known=False, blind=not prior)
     return out
 
