@@ -422,8 +422,8 @@ def plan_command(
             f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
             if warm
-            else "evidence) on warm nights; with a cold cache they mostly compile, on the CPU, "
-            "which does not take turns: no chain"
+            else "evidence), by their attempts beside others; tonight's cache is cold: they "
+            "mostly compile, on the CPU, which does not take turns, so they run in no chain"
         ),
         **prose,
     )
@@ -433,8 +433,8 @@ def plan_command(
         **prose,
     )
     done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
-    for i in range(0, len(done), 5):
-        out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 5]))
+    for i in range(0, len(done), 4):  # 4 fit 80 columns
+        out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 4]))
     out.print("longest tests (expected s, sharing, slowed of attempts with company):")
     for t in tests[:20]:
         slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
