@@ -14,7 +14,6 @@ from urllib.parse import quote
 
 import typer
 from rich import box
-from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -30,6 +29,7 @@ from tracker.cli.app import (
     err,
     fail,
     out,
+    prose,
     state,
     suite_name,
 )
@@ -114,14 +114,13 @@ def flaky(
             if on
         ]
         out.print(Text(f"{i:>3}. ").append(x.nodeid, style="bold"))
-        out.print(
-            Text(
-                f"     first attempt failed in {x.failures} of {plural(x.runs, 'run')}, "
-                f"rate {_pct(x.failure_rate)} "
-                f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
-                f"evidence: {', '.join(sorted(x.evidence)).replace('_', ' ')}"
-                + (f"; {', '.join(notes)}" if notes else "")
-            )
+        prose(
+            f"first attempt failed in {x.failures} of {plural(x.runs, 'run')}, "
+            f"rate {_pct(x.failure_rate)} "
+            f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
+            f"evidence: {', '.join(sorted(x.evidence)).replace('_', ' ')}"
+            + (f"; {', '.join(notes)}" if notes else ""),
+            5,
         )
         if polluter := searched[x.nodeid].get("polluter"):
             after = " + ".join(polluter["culprits"])
@@ -239,7 +238,7 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
     else:
         head = Text(*_met(v.met, "MET", "NOT MET"))
         out.print(head.append(f"  {suite}" + (f" on {runner}" if runner else ""), style=""))
-        out.print(Padding(Text(v.headline()), (0, 0, 0, 2)), soft_wrap=False)  # at words
+        prose(v.headline(), 2)
         for p in v.parts():
             mark = "✓" if p["ok"] else "✗"
             measured = p["measured"]
@@ -249,15 +248,14 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
         lo, hi = v.interval
         counts = counts_text(v.counts)
         out.print(Text(f"  runs: {counts or 'none'}"))
-        out.print(
-            Text(
-                f"  success {v.successes} of {plural(v.total, 'run')}, 95% interval "
-                f"[{_pct(lo)}, {_pct(hi)}], P(rate >= {v.config.min_success_rate:.0%}) = "
-                f"{v.confidence:.2f}"
-            )
+        prose(
+            f"success {v.successes} of {plural(v.total, 'run')}, 95% interval "
+            f"[{_pct(lo)}, {_pct(hi)}], P(rate >= {v.config.min_success_rate:.0%}) = "
+            f"{v.confidence:.2f}",
+            2,
         )
         for note in v.notes:
-            out.print(Text(f"  {note}", style="dim"))
+            prose(Text(note, style="dim"), 2)
         if len(per_runner) > 1:
             out.print(Text("  per runner:"))
             for name, r in per_runner.items():

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.padding import Padding
 from rich.text import Text
 
 from tracker import alerts, queries, store
@@ -24,6 +23,7 @@ from tracker.cli.app import (
     err,
     fail,
     out,
+    prose,
     state,
     suite_name,
 )
@@ -69,7 +69,7 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
         msg = next((a["message"] for a in result["attempts"] if a["message"]), None)
         if msg:  # the message under it, wrapped at words
             text = Text(msg.splitlines()[0][:300], style="dim")
-            out.print(Padding(text, (0, 0, 0, 14)), soft_wrap=False)
+            prose(text, 14)
     if len(notable) > 50:
         out.print(f"  … and {len(notable) - 50} more (tracker show {run['id']} --json)")
     if run.get("artifacts"):
@@ -264,9 +264,7 @@ def runs(
         head.append(f"  {r['commit'] or '-'}", style="dim")
         out.print(head)
         counts = counts_text(r["counts"])
-        out.print(
-            Text(f"       {r['suite']} on {r['runner']}: {plural(r['expected'], 'test')}; {counts}")
-        )
+        prose(f"{r['suite']} on {r['runner']}: {plural(r['expected'], 'test')}; {counts}", 7)
 
 
 @app.command()
