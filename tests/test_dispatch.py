@@ -58,6 +58,11 @@ def test_a_new_case_takes_its_functions_time_before_its_files():
     # never reached last night: the same kernel's other cases say more than its file's median
     assert expected["f.py::test_k[2]"] == Estimate(190.0, known=False)
     assert expected["f.py::test_new"] == Estimate(0.1, known=False)
+    # cut by the run's limit 26 s in: at least as long as the kernel's finished cases
+    history["f.py::test_k[3]"] = [(26.0, "interrupted")]
+    expected = plan.estimates([*nodeids, "f.py::test_k[3]"], history)
+    assert expected["f.py::test_k[3]"] == Estimate(190.0, cut=True)
+    assert expected["f.py::test_s[0]"] == Estimate(0.1)
 
 
 def test_a_cut_without_a_finished_attempt_is_still_first():
@@ -229,7 +234,7 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     ]
     assert planned["long_tests"][2]["cut"] is True and planned["cut_tests"] == 1
     said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
-    assert "for 1 test cut on a recent night it has only the time before the cut" in said
+    assert "cut on a recent night: 1 test, each expected to take the longer of its time" in said
     assert {t["sharing"] for t in planned["long_tests"]} == {"unknown"}  # no timeline in JUnit
     # cut first, then longest: cut 12 and slow 30 start; mid 20 follows cut (32), fast 5 slow (35)
     assert planned["predicted_end"] == 35.0

@@ -406,8 +406,9 @@ def plan_command(
         "test's expected time, without tests slowing each other; on real cold GPU nights a "
         "test's time was typically 1.3-3.5x off its expected one: bench/README.md)"
         + (
-            f"; for {plural(cut, 'test')} cut on a recent night it has only the time before "
-            "the cut, so the end may come later"
+            f"; cut on a recent night: {plural(cut, 'test')}, each expected to take the longer "
+            "of its time before the cut and its function's finished cases' typical time, so the "
+            "end may come later"
             if cut
             else ""
         ),

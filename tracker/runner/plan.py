@@ -5,10 +5,11 @@ longest tests first (LPT) keeps the tail short. Each test's expected duration is
 the store: the median of its recent first attempts on this runner. A test that was cut (a
 timeout, a crash, the run's limit) ran at least as long as it ran, so it is never "unknown" and
 never last: cut tests go first among the long ones (`Feed` decides when the long ones go out
-beside the short ones). A test with no history takes the median of its function's other
-cases (the same kernel, other parameters), else its file's, else the suite's: the longest case
-of a 1-GPU night, never reached on the night before, took its file's median (a few seconds) and
-went out last among the short tests (call AF, bench/README.md).
+beside the short ones), expected to take at least its function's finished cases' median. A
+test with no history takes the median of its function's other cases (the same kernel, other
+parameters), else its file's, else the suite's: the longest case of a 1-GPU night, never
+reached on the night before, took its file's median (a few seconds) and went out last among
+the short tests (call AF, bench/README.md).
 Durations are compared in whole seconds, so the many short tests keep the suite's order, and
 so do the tests too short to move the run's end (under a twentieth of its ideal length,
 `SHORT`): in suite order a file's tests share one process's compiled kernels.
@@ -78,6 +79,15 @@ def estimates(
             alone = min(view.alone, e.seconds) if view.fills and view.alone else e.seconds
             fills = view.fills and e.seconds >= LONG  # long with company, if not alone
             known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed)
+    finished: dict[str, list[float]] = {}
+    for nodeid, e in known.items():
+        if not e.cut:
+            finished.setdefault(function_of(nodeid), []).append(e.seconds)
+    for nodeid, e in known.items():
+        # cut, it ran at least so long; the same kernel's finished cases say how long such a
+        # case takes: a case cut by the run's limit after 26 s took ~280 s on other nights
+        if e.cut and (others := finished.get(function_of(nodeid))):
+            known[nodeid] = replace(e, seconds=max(e.seconds, median(others)))
     by_file: dict[str, list[float]] = {}
     by_function: dict[str, list[float]] = {}
     for nodeid, e in known.items():
