@@ -27,8 +27,8 @@ class Feed:
     first (LPT; but a slot goes on with the file of its last one, in suite order, once the
     longest left could no longer set the run's end: `_same_file`), spread over the devices: a
     slot takes the next long test only while its device's running long tests are expected to
-    end no later than another device's. While short
-    tests are left, a device runs one long test beside them, its chain's lane included (none
+    end no later than another device's. While short tests are left, a device runs one long
+    test beside them, its chain's lane included (none
     when that would leave it no slot for them, `_room`), and more only once the next one must
     start for the run to end on time: the expected work handed out so far, per slot, plus the
     test's time reaches the run's ideal length (all the expected work / the slots). So the

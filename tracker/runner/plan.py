@@ -104,7 +104,8 @@ def estimates(
 
 def _rank(e: Estimate, floor: float = 1.0) -> int:
     """Whole seconds, and at least 1 for a test that fills its device: it is handed out among
-    the long tests, in its device's chain, even where its time alone is under a second. A test
+    the long tests, in its device's chain, even where its time alone is under a second. Any
+    other test under `floor` seconds ranks 0: it goes out with the short ones. A test
     whose file never ran is not ranked by the suite's median: a night cut in suite order knew
     only its first files, and on one slot the tests never reached then waited behind them
     again, night after night (bench/README.md, the cut scenario on one slot)."""
