@@ -271,8 +271,9 @@ class Feed:
         taker's last long group came from, while that file has any. A cold night compiles a
         file's kernels in each process that runs its tests: test_mlp's long cases, handed out
         longest first over 8 processes, took 792 s in all against 411 s the night before,
-        when most ran in suite order in 2 processes of a chain (call AH; xdist: 531 s). Without
-        the bound the heaviest cases waited for test_mlp's, and were cut (call AI)."""
+        when most ran in suite order in 2 processes of a chain (call AH; xdist: 531 s). The
+        bound keeps LPT where it matters: a test that could set the end is never held back
+        for a file's next case."""
         file = self.last_file.get(taker)
         if file is None or 4 * self.weights[self.head] >= self.span:
             return self.head
