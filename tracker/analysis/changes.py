@@ -165,6 +165,7 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
     if healthy:
         text = f"{plural(len(healthy), 'quarantined test')} stable again: release?"
         events.append(event("quarantine_healthy", INFO, text, healthy))
+    days = settings.analysis.flaky_window_days  # the window a kernel's status is read over
     for kernel in sorted(k1):
         was, now = k0.get(kernel), k1[kernel]
         if (
@@ -175,7 +176,6 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
             continue
         level = CRITICAL if now == KERNEL_FAILING else INFO
         # nothing of it before in the window (a new runner's first run): no "not run → failing"
-        days = settings.analysis.flaky_window_days
         moved = (
             f"{was.replace('_', ' ')} → {now}" if was else f"{now}, its first run in {days} days"
         )

@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderableType
-from rich.padding import Padding
 from rich.segment import Segment
 from rich.text import Text
 
@@ -56,7 +55,9 @@ def prose(text: Text | str, indent: int = 0) -> None:
     """Sentences, wrapped at word ends to the terminal under an indent: soft-wrapped like the
     ids, an 80-column terminal folded a promotion note mid-word."""
     text = Text(text) if isinstance(text, str) else text
-    out.print(Padding(text, (0, 0, 0, indent), expand=False), soft_wrap=False)
+    for line in text.wrap(out, max(out.width - indent, 20)):
+        line.rstrip()
+        out.print(Text(" " * indent) + line)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]

@@ -394,14 +394,12 @@ def plan_command(
                           "without_history": unknown, "cut_tests": cut}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
-    prose = {"soft_wrap": False}  # sentences wrap at words; test ids below stay whole
-    out.print(
+    prose(
         f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
         f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}, "
         f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)",
-        **prose,
     )
-    out.print(
+    prose(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
         "test's expected time, without tests slowing each other; on real cold GPU nights a "
         "test's time was typically 1.3-3.5x off its expected one: bench/README.md)"
@@ -412,10 +410,9 @@ def plan_command(
             if cut
             else ""
         ),
-        **prose,
     )
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
-    out.print(
+    prose(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
         + (
             f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
@@ -424,12 +421,10 @@ def plan_command(
             else "evidence), by their attempts beside others; tonight's cache is cold: they "
             "mostly compile, on the CPU, which does not take turns, so they run in no chain"
         ),
-        **prose,
     )
-    out.print(
+    prose(
         f"{plural(len(tests) - len(fills), 'other test')} of {LONG:g} s or more; "
         f"{plural(unknown, 'test')} without history",
-        **prose,
     )
     done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
     for i in range(0, len(done), 4):  # 4 fit 80 columns

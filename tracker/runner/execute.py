@@ -373,16 +373,17 @@ def execute(
         phases.mark("probe")
         return found
 
-    # The probe (torch imported in the suite's interpreter: 4-7 s on a GPU) runs beside the
-    # checkout and, when the configuration names the devices, beside the first processes'
-    # collection (~15 s there): no test goes out before it has found the devices fit.
     warm = record.kernel_cache != "cold"
 
     def learned() -> tuple[dict[str, list[tuple[float, str]]], dict[str, share.Sharing]]:
         samples = read_history()
         return share.first_attempts(samples, warm), share.learn(samples, warm)
 
-    probing, history = _beside(probed), _beside(learned)  # the plan's input, beside collection
+    # The probe (torch imported in the suite's interpreter: 4-7 s on a GPU) runs beside the
+    # checkout and, when the configuration names the devices, beside the first processes'
+    # collection (~15 s there): no test goes out before it has found the devices fit. The
+    # plan's history is read beside them too.
+    probing, history = _beside(probed), _beside(learned)
     try:
         record.commit = checkout(suite.path, suite.ref)
     except (CheckoutError, OSError, subprocess.TimeoutExpired) as exc:
