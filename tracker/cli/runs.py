@@ -53,10 +53,10 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     head.append(f"  {run['duration'] or 0:.1f} s")
     if run.get("kernel_cache"):
         head.append(f", {run['kernel_cache']} kernel cache")
-    out.print(head)
-    out.print(Text(f"  {counts_text(run['counts'])}"))
+    prose(head)
+    prose(counts_text(run["counts"]), 2)
     if run["message"]:
-        out.print(Text(f"  {run['message'][:2000]}", style="yellow"))
+        prose(Text(run["message"][:2000], style="yellow"), 2)
     notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
     for result in notable[:50]:
         line = Text(
