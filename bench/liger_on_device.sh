@@ -85,7 +85,9 @@ EOF
   fi
   (cd "$work" && date +%s.%N > launch && $TRACKER run transformers --json > run.json 2> progress.txt
    echo "exit $?" >> progress.txt
-   [ -f "$here/.device/hist/$runner.db" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" > plan.txt 2>&1
+   # the next night's plan, with the cache each lane starts from
+   [ -f "$here/.device/hist/$runner.db" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" \
+     "$([ -n "${WARM_FROM:-}" ] && echo --warm || echo --cold)" > plan.txt 2>&1
    cp tracker.db "$OUT/$(basename "$work")-$runner.db")
 }
 

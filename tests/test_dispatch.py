@@ -236,12 +236,15 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
     assert "cut on a recent night: 1 test, each expected to take the longer of its time" in said
     assert {t["sharing"] for t in planned["long_tests"]} == {"unknown"}  # no timeline in JUnit
-    # cut first, then longest: cut 12 and slow 30 start; mid 20 follows cut (32), fast 5 slow (35)
-    assert planned["predicted_end"] == 35.0
+    # the cache is empty (cold): once half the slots run long tests, the shortest long one
+    # goes next: cut 12 and fast 5 start, mid 20 follows fast (25), slow 30 cut (42)
+    assert planned["kernel_cache"] == "cold" and planned["predicted_end"] == 42.0
     assert planned["done_by_minute"] == {"1": 4}
-    for state in ("cold", "warm"):  # what tonight's cache will be, when the user knows better
+    # what tonight's cache will be, when the user knows better; warm, longest first: cut 12
+    # and slow 30 start, mid 20 follows cut (32), fast 5 slow (35)
+    for state, end in (("cold", 42.0), ("warm", 35.0)):
         asked = json.loads(tracker(tmp_path, "plan", "s", "--json", f"--{state}").stdout)
-        assert asked["kernel_cache"] == state and asked["predicted_end"] == 35.0
+        assert asked["kernel_cache"] == state and asked["predicted_end"] == end
 
 
 def test_a_long_plan_prints_a_few_minutes_not_every_one(tmp_path):

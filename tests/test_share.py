@@ -135,6 +135,24 @@ def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
     assert [anyone.take("w0"), anyone.take("w1")] == ["h.py::fill", "m.py::long"]
 
 
+def test_a_cold_device_starts_long_tests_on_half_its_slots_while_others_wait():
+    """A cold night's expected times are far off, so its pacing may start long tests on every
+    slot at once (7 of 8 on one GPU, call AK): half the slots are kept for the rest."""
+    long, short = [["a.py::t"], ["b.py::t"], ["c.py::t"], ["d.py::t"]], [["s.py::t0"]]
+    slots = {f"d0w{i}": "0" for i in range(4)}
+    taken = {}
+    for cold in (False, True):
+        feed = Feed(slots, cold)
+        feed.fill(long + short, 4, [100, 90, 80, 10, 1])  # all due from the start
+        taken[cold] = [feed.take(w) for w in slots]
+    assert taken[False] == ["a.py::t", "b.py::t", "c.py::t", "d.py::t"]  # longest first
+    # two long tests run: the short test, then the shortest long one
+    assert taken[True] == ["a.py::t", "b.py::t", "s.py::t0", "d.py::t"]
+    feed = Feed(slots, cold=True)
+    feed.fill(long, 4, [100, 90, 80, 10])
+    assert [feed.take(w) for w in slots] == ["a.py::t", "b.py::t", "d.py::t", "c.py::t"]
+
+
 def test_a_chains_lane_is_the_one_long_test_beside_the_short_ones():
     """Beside the chain's lane, a ranked long test waits until it is due. It went out at once:
     on CPU 2 of 4 slots then took turns on the device from the start, and the tracker had

@@ -25,11 +25,12 @@ class Feed:
 
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
     first (LPT; but a slot goes on with the file of its last one, in suite order, once the
-    longest left could no longer set the run's end: `_same_file`), spread over the devices: a
-    slot takes the next long test only while its device's running long tests are expected to
-    end no later than another device's. While short tests are left, a device runs one long
-    test beside them, its chain's lane included (none
-    when that would leave it no slot for them, `_room`), and more only once the next one must
+    longest left could no longer set the run's end: `_same_file`; and on a cold night, once
+    half a device's slots run long tests, the shortest left: `_crowded`), spread over the
+    devices: a slot takes the next long test only while its device's running long tests are
+    expected to end no later than another device's. While short tests are left, a device runs
+    one long test beside them, its chain's lane included (none when that would leave it no
+    slot for them, `_room`), and more only once the next one must
     start for the run to end on time: the expected work handed out so far, per slot, plus the
     test's time reaches the run's ideal length (all the expected work / the slots). So the
     short tests, most of a suite's tests and a small part of its time, are done first on nearly
@@ -53,8 +54,9 @@ class Feed:
     kernels are then compiled in one process, in the order the suite's authors run them.
     """
 
-    def __init__(self, devices: dict[str, str] | None = None) -> None:
+    def __init__(self, devices: dict[str, str] | None = None, cold: bool = False) -> None:
         self.device = devices or {}  # each taker's device ("" for all when not given)
+        self.cold = cold  # the compiled-kernel cache is empty: long tests compile (`_crowded`)
         self.slots = Counter(self.device.values())  # takers per device
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
@@ -247,8 +249,10 @@ class Feed:
             self.handed += spare.seconds  # beyond the lanes: it holds none of them
             return deque(spare.tests)
         spread = self.running[device] <= min(self.running.values())
-        if self.head < self.ranked and ((spread and self._due(device)) or not self.short_free):
-            i = self._same_file(taker)
+        crowded = self._crowded(device)
+        due = spread and not crowded and self._due(device)
+        if self.head < self.ranked and (due or not self.short_free):
+            i = self._shortest_long() if crowded else self._same_file(taker)
         else:
             i = self.after.get(taker, -1)
             if i < self.ranked or i >= len(self.groups) or not self.free[i]:
@@ -280,6 +284,23 @@ class Feed:
         same = [i for i in range(self.head, self.ranked)
                 if self.free[i] and file_of(self.groups[i][0]) == file]  # fmt: skip
         return min(same, key=lambda i: self.places[i]) if same else self.head
+
+    def _crowded(self, device: str) -> bool:
+        """On a cold night, whether half the device's slots already run long tests: the next
+        slot then takes the short tests left, else the shortest long one. A cold night's
+        expected times are 1.3-3.5x off, so pacing let 7 of 8 slots start long tests within
+        20 s once the short ones were handed out (each compiling its kernels, 222 s): the 15
+        shorter long tests still waiting were never run and the night stalled at 2,574 tests
+        from 300 to 480 s (call AK; xdist, with at most 3 such tests at once, 2,594 by 420 s).
+        Replayed from four cold nights' times, this finished 2,597-2,601 by 540 s against
+        2,583-2,593, the last test ending 40-120 s later (bench/README.md, call AK)."""
+        if not self.cold or not self.device:
+            return False
+        return self.long[device] >= max(1, self.slots[device] // 2)
+
+    def _shortest_long(self) -> int:
+        """The shortest long group left."""
+        return max(i for i in range(self.head, self.ranked) if self.free[i])
 
     def _due(self, device: str) -> bool:
         """Whether the next long group goes out now, while short tests are left: at once when

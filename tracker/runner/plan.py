@@ -173,10 +173,14 @@ class Prediction:
 
 
 def simulate(
-    nodeids: list[str], expected: dict[str, Estimate], slots: dict[str, str], group: str = "test"
+    nodeids: list[str],
+    expected: dict[str, Estimate],
+    slots: dict[str, str],
+    group: str = "test",
+    cold: bool = False,
 ) -> Prediction:
     """Run the hand-out with the expected times: `slots` maps each slot to its device."""
-    feed = Feed(slots)
+    feed = Feed(slots, cold)
     fill(feed, nodeids, expected, group)
     clock = [(0.0, name) for name in sorted(slots)]
     busy = dict.fromkeys(slots, 0.0)
