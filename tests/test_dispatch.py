@@ -235,6 +235,7 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     assert planned["long_tests"][2]["cut"] is True and planned["cut_tests"] == 1
     said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
     assert "cut on a recent night: 1 test, each expected to take the longer of its time" in said
+    assert "a device starts long tests on half its slots at most while others wait" in said
     assert {t["sharing"] for t in planned["long_tests"]} == {"unknown"}  # no timeline in JUnit
     # the cache is empty (cold): once half the slots run long tests, the shortest long one
     # goes next: cut 12 and fast 5 start, mid 20 follows fast (25), slow 30 cut (42)

@@ -419,7 +419,8 @@ def plan_command(
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
             if warm
             else "evidence), by their attempts beside others; tonight's cache is cold: they "
-            "mostly compile, on the CPU, which does not take turns, so they run in no chain"
+            "mostly compile, on the CPU, which does not take turns, so they run in no chain, "
+            "and a device starts long tests on half its slots at most while others wait"
         ),
     )
     prose(
