@@ -291,9 +291,10 @@ class Feed:
         expected times are 1.3-3.5x off, so pacing let 7 of 8 slots start long tests within
         20 s once the short ones were handed out (each compiling its kernels, 222 s): the 15
         shorter long tests still waiting were never run and the night stalled at 2,574 tests
-        from 300 to 480 s (call AK; xdist, with at most 3 such tests at once, 2,594 by 420 s).
-        Replayed from four cold nights' times, this finished 2,597-2,601 by 540 s against
-        2,583-2,593, the last test ending 40-120 s later (bench/README.md, call AK)."""
+        from 360 to 480 s (call AK; xdist, with at most 3 such tests at once, 2,594 by 420 s).
+        The next night finished 2,588 by 360 s (call AL). The price: the last test ends later
+        (40-120 s in replay), and a suite that never fills the cache is cold every night, so
+        the CPU proxy of in-process compiling took 19 s instead of 13 (bench/README.md)."""
         if not self.cold or not self.device:
             return False
         return self.long[device] >= max(1, self.slots[device] // 2)
