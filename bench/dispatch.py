@@ -14,9 +14,11 @@ in the same call, each against its lower bound:
   hits its limit still reruns it (at once, beside the tests), and what that costs by each
   checkpoint.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
-  (2 s) by the first of its tests in each process, as Triton compiles in-process: the tests
-  always ran four at once, so the second night presumes they fill the device and chains them;
-  bound: one compile per file, all work spread over the slots.
+  (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
+  the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
+  nights in bench/liger_on_device.sh); bound: one compile per file, all work spread over the
+  slots. The other suites compile nothing: after their first night the tracker marks them so
+  and does not plan their nights as cold ones.
 
 Three nights per source tree (the later ones plan with the earlier ones' history).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,7 +94,7 @@ def shared(folder: Path, slots: int) -> float:
 
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
 KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
-COMPILER = """import time
+COMPILER = """import os, pathlib, time
 
 _compiled = set()
 
@@ -100,6 +103,8 @@ def run(kernel, seconds):  # once per process: the file's later tests reuse what
     if kernel not in _compiled:
         time.sleep(seconds)
         _compiled.add(kernel)
+        if os.environ.get("TRITON_CACHE_DIR"):  # left behind, as Triton does: a cold night
+            pathlib.Path(os.environ["TRITON_CACHE_DIR"], kernel).write_text("compiled")
 """
 
 
@@ -177,6 +182,9 @@ def night(
         f"run_timeout = {limit}\n"
     )
     (work / "device.lock.ran").unlink(missing_ok=True)  # the `rerun` scenario's test fails anew
+    # every night cold, as the device's: compiled kernels go (the mark of a suite that compiles
+    # nothing stays beside them)
+    shutil.rmtree(work / "data" / "cache" / "s" / "triton", ignore_errors=True)
     launch, t0 = time.time(), time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "tracker.cli", "run", "s", "--json"],

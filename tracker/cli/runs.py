@@ -357,7 +357,11 @@ def plan_command(
         nodeids = [r["nodeid"] for r in queries.run_results(session, last[0]["id"])[0]]
         samples = queries.recent_attempts(session, suite, runner)
         found = (queries.run_info(session, last[0]["id"])["environment"] or {}).get("device_count")
-    warm = cache_state(kernel_cache(settings, config)) == "warm" if cold is None else not cold
+    if cold is None:
+        cache = cache_state(kernel_cache(settings, config))  # None: the suite compiles nothing
+    else:
+        cache = "cold" if cold else "warm"
+    warm = cache != "cold"
     sharing = share.learn(samples, warm)
     expected = plan.estimates(nodeids, share.first_attempts(samples, warm), sharing, warm)
     configured = len(settings.runner.devices) if settings.runner.devices else None
@@ -387,7 +391,7 @@ def plan_command(
     cut = sum(1 for n in nodeids if expected[n].cut)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
-                          "kernel_cache": "warm" if warm else "cold",
+                          "kernel_cache": cache,
                           "predicted_end": round(predicted.end, 1),
                           "done_by_minute": by_minute, "long_tests": tests,
                           "filling_at_once": predicted.lanes,
@@ -397,7 +401,7 @@ def plan_command(
     prose(
         f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
         f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}, "
-        f"{'warm' if warm else 'cold'} kernel cache (estimates from such runs where there are any)",
+        f"{cache or 'no'} kernel cache (estimates from such runs where there are any)",
     )
     prose(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "

@@ -85,11 +85,31 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     return folder.resolve()
 
 
+NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
+
+
 def cache_state(folder: Path | None) -> str | None:
-    """`warm` when the compiled-kernel cache holds something, `cold` when empty; None: no cache."""
+    """`warm` when the compiled-kernel cache holds something, `cold` when empty; None: no cache,
+    or an empty one that the suite's last night left empty (a suite that compiles nothing: it
+    would otherwise plan every night as cold, `Feed._crowded` included)."""
     if folder is None:
         return None
-    return "warm" if next(folder.iterdir(), None) else "cold"
+    if next(folder.iterdir(), None):
+        return "warm"
+    return None if (folder.parent / NOTHING_COMPILED).exists() else "cold"
+
+
+def note_compiled(folder: Path | None, started: str | None) -> str | None:
+    """After a night that ran its tests: the cache state it started with, as it turned out,
+    and the mark of a suite that compiles nothing set or cleared for the next night."""
+    if folder is None:
+        return started
+    mark = folder.parent / NOTHING_COMPILED
+    if next(folder.iterdir(), None):
+        mark.unlink(missing_ok=True)
+        return started or "cold"  # it started empty (marked) and compiled: a cold night
+    mark.touch()
+    return None  # nothing was compiled: no cache to speak of (a CPU suite)
 
 
 def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float) -> Job:
@@ -358,8 +378,8 @@ def execute(
         record.status, record.message = status, message
         end_run(workdir)
         record.finished_at = datetime.now(UTC)
-        if record.kernel_cache == "cold" and cache_state(cache) == "cold":
-            record.kernel_cache = None  # nothing was compiled: no cache to speak of (a CPU suite)
+        if status != RUN_INFRA:
+            record.kernel_cache = note_compiled(cache, record.kernel_cache)
         return record
 
     cache = kernel_cache(settings, suite)
