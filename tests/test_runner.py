@@ -325,6 +325,18 @@ def test_run_limit_cut_does_not_fail_its_kernel(run_suite, settings):
         assert scope.broken() == [] and scope.flaky() == []
 
 
+def test_processes_the_run_limit_stops_before_their_first_test_are_no_fault(run_suite, tmp_path):
+    """A process the run's limit stops while it collects (or a rerun process just started, at
+    a real night's end: call AL) is not reported as pytest ending before running any test."""
+    suite = tmp_path / "slow_start"
+    suite.mkdir()
+    (suite / "conftest.py").write_text("import time\ntime.sleep(30)\n")
+    (suite / "test_a.py").write_text("def test_a():\n    pass\n")
+    detail = run_suite(suite_path=suite, run_timeout=3, reruns=0)
+    assert detail["run"]["status"] == "infra_error"
+    assert detail["run"]["message"] == "collection failed: not within the run's time limit"
+
+
 def test_a_process_starting_beside_another_never_sees_half_a_plugin(tmp_path):
     """Processes start at once (a rerun beside the restart after a device-fatal error): each
     must import the whole plugin, or it runs its whole file instead of its one test."""

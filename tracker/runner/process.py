@@ -429,10 +429,11 @@ def _watch(
         handed=list(given),
     )
     waiting = pipes and pipes.pull.feed.pending(pipes.pull.taker)
-    if (result.remaining or waiting) and not watch.done:
-        result.note = (
-            f"pytest ended ({_exit_text(code)}) before running any test: "
-            f"{output_tail(output, 1500).strip()[-1500:]}"
+    if (result.remaining or waiting) and not watch.done and not result.run_timed_out:
+        # (stopped by the run's limit, it did nothing wrong: the run says why it stopped)
+        tail = output_tail(output, 1500).strip()[-1500:]
+        result.note = f"pytest ended ({_exit_text(code)}) before running any test" + (
+            f": {tail}" if tail else ""
         )
     elif watch.fatal and result.remaining:
         result.note = f"device-fatal error ({watch.fatal}): the rest runs in a new process"
