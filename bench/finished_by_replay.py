@@ -79,7 +79,7 @@ def main() -> None:
     expected = plan.estimates(nodeids, *learned, **cache)  # an older tree: no `warm`
     first, after = in_process(samples) if args.in_process else ({}, {})
     slots = {f"d0w{w}": "0" for w in range(args.slots)}
-    feed = Feed(slots, not args.warm) if "cold" in signature(Feed).parameters else Feed(slots)
+    feed = Feed(slots, args.warm) if "warm" in signature(Feed).parameters else Feed(slots)
     plan.fill(feed, nodeids, expected, "test")
     clock = [(args.start, name) for name in sorted(slots)]
     ends: list[float] = []

@@ -142,13 +142,13 @@ def test_a_cold_device_starts_long_tests_on_half_its_slots_while_others_wait():
     slots = {f"d0w{i}": "0" for i in range(4)}
     taken = {}
     for cold in (False, True):
-        feed = Feed(slots, cold)
+        feed = Feed(slots, warm=not cold)
         feed.fill(long + short, 4, [100, 90, 80, 10, 1])  # all due from the start
         taken[cold] = [feed.take(w) for w in slots]
     assert taken[False] == ["a.py::t", "b.py::t", "c.py::t", "d.py::t"]  # longest first
     # two long tests run: the short test, then the shortest long one
     assert taken[True] == ["a.py::t", "b.py::t", "s.py::t0", "d.py::t"]
-    feed = Feed(slots, cold=True)
+    feed = Feed(slots, warm=False)
     feed.fill(long, 4, [100, 90, 80, 10])
     assert [feed.take(w) for w in slots] == ["a.py::t", "b.py::t", "d.py::t", "c.py::t"]
 

@@ -367,7 +367,7 @@ def plan_command(
     configured = len(settings.runner.devices) if settings.runner.devices else None
     count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
-    predicted = plan.simulate(nodeids, expected, slots, config.group, not warm)
+    predicted = plan.simulate(nodeids, expected, slots, config.group, warm)
     by_minute = {
         m: bisect.bisect_right(predicted.ends, 60 * m)
         for m in range(1, int(predicted.end // 60) + 2)

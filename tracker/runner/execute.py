@@ -423,7 +423,7 @@ def execute(
     # where failures are rerun beside the tests: the next slot of each device
     spares = [s for s in slots_for(*known, per_device + 1) if s not in slots]
     execution = _Execution(job, reporter)
-    feed = Feed({slot.name: slot.device for slot in slots}, cold=not warm)
+    feed = Feed({slot.name: slot.device for slot in slots}, warm)
     nodeids: list[str] = []
     runnable: dict[str, str] = {}  # ids as stored -> as pytest selects them
 

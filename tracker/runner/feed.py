@@ -54,9 +54,9 @@ class Feed:
     kernels are then compiled in one process, in the order the suite's authors run them.
     """
 
-    def __init__(self, devices: dict[str, str] | None = None, cold: bool = False) -> None:
+    def __init__(self, devices: dict[str, str] | None = None, warm: bool = True) -> None:
         self.device = devices or {}  # each taker's device ("" for all when not given)
-        self.cold = cold  # the compiled-kernel cache is empty: long tests compile (`_crowded`)
+        self.warm = warm  # False: the kernel cache is empty, long tests compile (`_crowded`)
         self.slots = Counter(self.device.values())  # takers per device
         self.running = dict.fromkeys(self.device.values() or [""], 0.0)  # long work per device
         self.holding: dict[str, float] = {}  # the expected seconds of a taker's long group
@@ -295,7 +295,7 @@ class Feed:
         The next night finished 2,588 by 360 s (call AL). The price: the last test ends later
         (40-120 s in replay), and a suite that never fills the cache is cold every night, so
         the CPU proxy of in-process compiling took 19 s instead of 13 (bench/README.md)."""
-        if not self.cold or not self.device:
+        if self.warm or not self.device:
             return False
         return self.long[device] >= max(1, self.slots[device] // 2)
 

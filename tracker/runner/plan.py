@@ -177,10 +177,10 @@ def simulate(
     expected: dict[str, Estimate],
     slots: dict[str, str],
     group: str = "test",
-    cold: bool = False,
+    warm: bool = True,
 ) -> Prediction:
     """Run the hand-out with the expected times: `slots` maps each slot to its device."""
-    feed = Feed(slots, cold)
+    feed = Feed(slots, warm)
     fill(feed, nodeids, expected, group)
     clock = [(0.0, name) for name in sorted(slots)]
     busy = dict.fromkeys(slots, 0.0)
