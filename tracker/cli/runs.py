@@ -416,15 +416,17 @@ def plan_command(
         ),
     )
     presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
+    why = ": no warm night yet, and compiling beside others says nothing of sharing"
     prose(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
+        f"evidence{why if share.blind(samples, warm) else ''}), "
         + (
-            f"evidence), {sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
+            f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
             if warm
-            else "evidence), by their attempts beside others; tonight's cache is cold: they "
-            "mostly compile, on the CPU, which does not take turns, so they run in no chain, "
-            "and a device starts long tests on half its slots at most while others wait"
+            else "by their attempts beside others; tonight's cache is cold: they mostly compile, "
+            "on the CPU, which does not take turns, so they run in no chain, and a device starts "
+            "long tests on half its slots at most while others wait"
         ),
     )
     prose(

@@ -137,11 +137,23 @@ def _alone(
             {n: pick(v) for n, v in guess.items()})  # fmt: skip
 
 
+def blind(samples: list[Sample], warm: bool = True) -> bool:
+    """A warm night whose history holds only cold runs: nothing says any test shares the device.
+    A test that compiled beside others was not slowed by them, however it uses the device once
+    compiled. Trusting the cold nights, the first warm night on one H200 started 7 heavy cases
+    within 30 s that the cold nights had judged to share; they took turns for 140 s and none of
+    them finished, while xdist got 16 more tests done by 240 s (bench/README.md, call AO)."""
+    return warm and bool(samples) and all(s.warm is False for s in samples)
+
+
 def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     """Each test's time alone and whether it fills its device (see the module's docstring).
     Whether it fills is judged on warm runs where there are any; its time alone is read from
-    runs as warm as tonight's (`warm`): cold, a fused_moe case took 40-48 s alone, warm 14 s."""
+    runs as warm as tonight's (`warm`): cold, a fused_moe case took 40-48 s alone, warm 14 s.
+
+    On a night `blind` to sharing, every test is presumed to fill until a warm night says."""
     judged = preferred(samples)
+    presume = blind(samples, warm)
     company, least, quiet, guess = _alone(judged)
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
@@ -161,6 +173,9 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
         fn = function_of(nodeid)
         # only ever seen with the same company: as if it filled, until more says
         fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else (fn in guessed or None)
+        evidence = busy[fn], slowed[fn]
+        if presume and not fills:
+            fills, evidence = True, (0, 0)  # presumed
         alone = (guess_tonight.get(nodeid) if fills and warm else None) or quiet_tonight.get(nodeid)
-        out[nodeid] = Sharing(alone, fills, busy[fn], slowed[fn])
+        out[nodeid] = Sharing(alone, fills, *evidence)
     return out
