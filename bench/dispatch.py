@@ -13,6 +13,10 @@ in the same call, each against its lower bound:
   order-dependent test fails in a crowded process), with `reruns = 1`: whether the night that
   hits its limit still reruns it (at once, beside the tests), and what that costs by each
   checkpoint.
+- warmup: six heavy tests that compile (6 s, on the CPU: they share it) and then fill the
+  device (1 s each, under its lock), among 400 light ones: two cold nights, then the first warm
+  one (the cache kept, nothing to compile), as a GPU runner's first night with the cache kept
+  (bench/README.md, call AO); xdist runs with the same warm cache; bound: the device's 6 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -94,17 +98,20 @@ def shared(folder: Path, slots: int) -> float:
 
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
 KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
+HEAVY, HEAVY_COMPILE, HEAVY_WORK, WARM_CHECKPOINTS = 6, 6.0, 1.0, (2, 4, 6, 8)
 COMPILER = """import os, pathlib, time
 
 _compiled = set()
 
 
-def run(kernel, seconds):  # once per process: the file's later tests reuse what it compiled
-    if kernel not in _compiled:
-        time.sleep(seconds)
-        _compiled.add(kernel)
-        if os.environ.get("TRITON_CACHE_DIR"):  # left behind, as Triton does: a cold night
-            pathlib.Path(os.environ["TRITON_CACHE_DIR"], kernel).write_text("compiled")
+def run(kernel, seconds, cached=False):  # once per process, or once per cache with `cached`
+    folder = os.environ.get("TRITON_CACHE_DIR")
+    if kernel in _compiled or (cached and folder and pathlib.Path(folder, kernel).exists()):
+        return
+    time.sleep(seconds)
+    _compiled.add(kernel)
+    if folder:  # left behind, as Triton does
+        pathlib.Path(folder, kernel).write_text("compiled")
 """
 
 
@@ -157,17 +164,43 @@ def compiled(folder: Path, slots: int) -> float:
     return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
 
 
-SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled}
+def warmup(folder: Path, slots: int) -> float:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "simulated_device.py").write_text(DEVICE)
+    (folder / "simulated_kernels.py").write_text(COMPILER)
+    for i in range(8):
+        (folder / f"test_light{i}.py").write_text(
+            "import time, pytest\n\n@pytest.mark.parametrize('i', range(50))\n"
+            f"def test_light(i):\n    time.sleep({LIGHT})\n"
+        )
+    (folder / "test_a_heavy.py").write_text(
+        "import pytest\nimport simulated_device, simulated_kernels\n\n"
+        f"@pytest.mark.parametrize('i', range({HEAVY}))\n"
+        f"def test_heavy(i):\n    simulated_kernels.run(f'h{{i}}', {HEAVY_COMPILE}, cached=True)\n"
+        f"    simulated_device.use({HEAVY_WORK})\n"
+    )
+    return HEAVY * HEAVY_WORK
 
 
-def finished_by(launch: float, logs: list[Path]) -> str:
+SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
+             "warmup": warmup}  # fmt: skip
+
+
+def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
     """Tests finished by each checkpoint after `launch` (epoch seconds), from report logs."""
     stops = [s - launch for s in first_stops([str(p) for p in logs]).values()]
-    return " / ".join(str(sum(1 for s in stops if s <= t)) for t in CHECKPOINTS)
+    return " / ".join(str(sum(1 for s in stops if s <= t)) for t in marks)
 
 
 def night(
-    src: Path, work: Path, slots: int, limit: float = 600, reruns: int = 0
+    src: Path,
+    work: Path,
+    slots: int,
+    limit: float = 600,
+    reruns: int = 0,
+    cold: bool = True,
+    marks: tuple = CHECKPOINTS,
 ) -> tuple[float, dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env.update(
@@ -182,9 +215,10 @@ def night(
         f"run_timeout = {limit}\n"
     )
     (work / "device.lock.ran").unlink(missing_ok=True)  # the `rerun` scenario's test fails anew
-    # every night cold, as the device's: compiled kernels go (the mark of a suite that compiles
+    # cold, as the device's nights: compiled kernels go (the mark of a suite that compiles
     # nothing stays beside them)
-    shutil.rmtree(work / "data" / "cache" / "s" / "triton", ignore_errors=True)
+    if cold:
+        shutil.rmtree(work / "data" / "cache" / "s" / "triton", ignore_errors=True)
     launch, t0 = time.time(), time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "tracker.cli", "run", "s", "--json"],
@@ -198,12 +232,16 @@ def night(
     run["once"] = next((r["outcome"] for r in got["results"] if "once" in r["nodeid"]), None)
     folder = max((work / "data" / "runs" / "s").iterdir())  # named by start time: tonight's
     logs = sorted(folder.glob("p*.reportlog.jsonl"))
-    return time.monotonic() - t0, run, finished_by(launch, logs)
+    return time.monotonic() - t0, run, finished_by(launch, logs, marks)
 
 
-def xdist(work: Path, slots: int, limit: float | None = None) -> tuple[float, str]:
+def xdist(
+    work: Path, slots: int, limit: float | None = None, cache: Path | None = None
+) -> tuple[float, str]:
     """Plain pytest-xdist on the same suite, the same slots: the tool a user would pick."""
     env = {**os.environ, "DEVICE_LOCK": str(work / "device.lock")}
+    if cache:
+        env["TRITON_CACHE_DIR"] = str(cache)
     (work / "device.lock.ran").unlink(missing_ok=True)
     log = work / "xdist.jsonl"
     launch, t0 = time.time(), time.monotonic()
@@ -223,7 +261,9 @@ def xdist(work: Path, slots: int, limit: float | None = None) -> tuple[float, st
         code = proc.wait()
     if limit is None and code != 0:
         raise SystemExit(f"xdist failed on {work / 'suite'} (exit {code})")
-    return time.monotonic() - t0, finished_by(launch, [log])
+    return time.monotonic() - t0, finished_by(
+        launch, [log], WARM_CHECKPOINTS if cache else CHECKPOINTS
+    )
 
 
 def main() -> None:
@@ -252,6 +292,20 @@ def main() -> None:
                     once = f"; the failing test: {run['once']}" if reruns else ""
                     print(f"| {scenario} | {name} | {n} | - | {run['duration']:.1f} s | - | "
                           f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
+                continue
+            if scenario == "warmup":  # two cold nights, then the first warm one
+                for n in range(1, 4):
+                    wall, run, done = night(
+                        Path(src), work, args.slots, cold=n < 3, marks=WARM_CHECKPOINTS
+                    )
+                    print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {run['duration']:.1f} s "
+                          f"| {run['duration'] / bound:.2f}x | {run['kernel_cache']}, by "
+                          f"{WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
+                cache = work / "xdist-cache"  # as warm as the tracker's third night
+                shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
+                wall, done = xdist(work, args.slots, cache=cache)
+                print(f"| {scenario} (bound {bound:.1f} s) | xdist | warm | {wall:.1f} s | - | "
+                      f"{wall / bound:.2f}x | by {WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
                 continue
             wall, _ = xdist(work, args.slots)
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
