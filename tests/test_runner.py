@@ -219,6 +219,25 @@ def test_a_night_that_ends_within_its_reserve_ends_as_it_would_have(run_suite, t
     assert got["test_a.py::test_fails"] == ("failed", ["failed", "failed"])
 
 
+def test_a_failure_the_limit_left_without_its_rerun_is_named(run_suite, tmp_path):
+    """A failure whose rerun the run's limit came before reads like a confirmed one: the run
+    says which (call AL: 4 test_mlp failures). The first attempt ends 10 s after the start,
+    its rerun could not end before 20 s."""
+    suite = tmp_path / "late_failure"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(
+        "import time\n\n\ndef test_slow_failure():\n    time.sleep(10)\n    assert False\n"
+    )
+    detail = run_suite(suite_path=suite, test_timeout=60, run_timeout=20, rerun_reserve=0)
+    run = detail["run"]
+    assert run["status"] == "timed_out"
+    assert outcomes(detail)["test_a.py::test_slow_failure"][1][0] == "failed"
+    assert "1 failure not rerun, the run's limit came first" in run["message"]
+    assert "test_a.py::test_slow_failure" in run["message"]
+    passing = run_suite(suite_path=suite, test_timeout=60, run_timeout=40, rerun_reserve=0)
+    assert "not rerun" not in (passing["run"]["message"] or "")  # rerun in time: no such note
+
+
 def test_two_workers_share_the_suite(run_suite):
     # group = "file": test_order.py stays in one process, in order, so its order-dependent
     # failure shows (pulled one by one, its two tests may land in different processes)

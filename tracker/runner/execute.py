@@ -23,6 +23,7 @@ from tracker.ingest.confirm import contended, settle
 from tracker.records import (
     CROWDING,
     FAILING,
+    INTERRUPTED,
     PASSED,
     RUN_INFRA,
     RUN_TIMED_OUT,
@@ -37,6 +38,7 @@ from tracker.runner.feed import Feed
 from tracker.runner.probe import Probe, probe
 from tracker.runner.process import Job, Pull, end_run, run_process
 from tracker.signatures import fatal_regex
+from tracker.words import plural
 
 T = TypeVar("T")
 VISIBLE_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
@@ -463,6 +465,13 @@ def execute(
     _rerun(record, execution, slots, suite.reruns, runnable)
     settle(record)
     phases.mark("reruns")
+    limited = execution.timed_out or execution.cut_short
+    if suite.reruns and limited and (unrerun := _not_rerun(record, runnable)):
+        execution.notes.append(
+            f"{plural(len(unrerun), 'failure')} not rerun, the run's limit came first (each "
+            f"failed once; whether it passes alone is not known): {', '.join(unrerun[:5])}"
+            + (f" and {len(unrerun) - 5} more" if len(unrerun) > 5 else "")
+        )
     if starts := [a.started_at for a in attempts if a.started_at]:
         phases.mark("first_test", (min(starts) - started).total_seconds())
 
@@ -502,6 +511,15 @@ def _known_devices(settings: Settings) -> tuple[str, list[int]] | None:
     if runner.device == "cpu" or (runner.device == "cuda" and runner.devices is not None):
         return runner.device, list(runner.devices or [])
     return None
+
+
+def _not_rerun(record: RunRecord, runnable: dict[str, str]) -> list[str]:
+    """The failures whose rerun the run's limit came before, or cut (call AL: 4 test_mlp
+    failures with one attempt each, which read like confirmed ones)."""
+    tests = record.by_test()
+    return [n for n, atts in tests.items()
+            if n in runnable and atts and atts[0].outcome in FAILING
+            and all(a.outcome == INTERRUPTED for a in atts[1:])]  # fmt: skip
 
 
 def _rerun(
