@@ -46,7 +46,8 @@ class Feed:
     form one chain per device, balanced by expected time (longest to the least loaded device),
     and a device runs one of them at a time while short tests are left, if it keeps a slot for
     them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
-    slot with nothing else to do takes a presumed one beyond them. A device whose chain is done
+    slot with nothing else to do takes a presumed one beyond them, while lanes and such tests
+    hold under half the device's slots (`_presumed`). A device whose chain is done
     takes the longest test left in another device's chain. Within a chain, files begin shortest
     first (their tests take turns on the device, so that finishes the most tests by any time
     without ending later), a file's tests go out in suite order, and a slot keeps to the files
