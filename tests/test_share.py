@@ -218,33 +218,10 @@ def test_a_chain_only_presumed_to_fill_runs_in_more_lanes_when_too_long_for_the_
     assert taken[0] == "h3.py::t" and all(t.startswith("l.py::") for t in taken[1:])
     assert guessed.take("d0w1").startswith("l.py::")  # the last light test
     assert guessed.take("d0w2") == "h2.py::t"  # no light work left: the second lane
-    # the lanes hold half the slots: no presumed one beyond them (call AO: taking turns)
-    assert guessed.take("d0w3") is None and not guessed.pending("d0w3")
+    assert guessed.take("d0w3") == "h0.py::t"  # nothing else: a presumed one, beyond the lanes
     assert not guessed.pending("d0w1")  # h1 is shown to fill: it waits for a lane
     assert guessed.take("d0w1") is None
-    assert guessed.take("d0w0") == "h1.py::t"  # h3 is done: its lane is free
-    assert guessed.take("d0w2") == "h0.py::t"
-
-
-def test_presumed_tests_go_beyond_the_lanes_up_to_half_the_slots():
-    """A slot with nothing else takes a presumed test beyond the lanes (an idle slot is sure
-    to lose time), but the device's lanes and such tests hold half its slots at most: on a
-    warm H200, 7 heavy cases at once took turns for 140 s and none finished (call AO)."""
-    slots = {f"d0w{i}": "0" for i in range(8)}
-    heavy = [[f"h{i}.py::t"] for i in range(6)]
-    light = [[f"l.py::t{i}"] for i in range(70)]
-    feed = Feed(slots)
-    feed.fill(heavy + light, 6, [5] * 6 + [1] * 70, [True] * 6, [True] * 6)
-    assert feed.lanes == {"0": 3}  # 30 s of them for an ideal 12.5 s
-    first = [feed.take(w) for w in slots]  # one lane beside the light tests
-    assert first[0] == "h5.py::t" and all(t.startswith("l.py::") for t in first[1:])
-    while feed.short_free:
-        assert feed.take("d0w1").startswith("l.py::")
-    took = [feed.take(f"d0w{i}") for i in range(1, 8)]  # 3 lanes, 1 beyond, 3 idle
-    assert took == ["h4.py::t", "h3.py::t", "h2.py::t", None, None, None, None]
-    assert not any(feed.pending(f"d0w{i}") for i in range(4, 8))
-    assert feed.take("d0w3") == "h1.py::t"  # a test beyond the lanes ended: the next one
-    assert feed.take("d0w7") is None
+    assert guessed.take("d0w0") == "h1.py::t"  # h3 is done: its lane is free (h0 holds none)
 
 
 def test_a_slot_keeps_to_the_files_it_began_in_the_chain():
@@ -259,11 +236,10 @@ def test_a_slot_keeps_to_the_files_it_began_in_the_chain():
     assert feed.lanes == {"0": 2}  # 40 s for an ideal 10 s: 4 lanes, half the slots at most
     assert feed.take("d0w0") == "a.py::t0"  # the shortest
     assert feed.take("d0w1") == "b.py::t0"  # not a.py::t1: d0w0 began a.py
-    assert feed.take("d0w2") is None  # the lanes hold half the slots: nothing beyond them
-    assert feed.take("d0w0") == "a.py::t1"  # its own file, before the shorter b.py::t1
+    assert feed.take("d0w2") == "a.py::t1"  # beyond the lanes, every file begun: the shortest
+    assert feed.take("d0w0") == "a.py::t2"  # its own file, before the shorter b.py::t1
     assert feed.take("d0w1") == "b.py::t1"
-    assert feed.take("d0w0") == "a.py::t2"
-    assert feed.take("d0w1") == "b.py::t2"
+    assert feed.take("d0w2") == "b.py::t2"
     assert not any(feed.pending(w) for w in slots)
 
 

@@ -46,8 +46,7 @@ class Feed:
     form one chain per device, balanced by expected time (longest to the least loaded device),
     and a device runs one of them at a time while short tests are left, if it keeps a slot for
     them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
-    slot with nothing else to do takes a presumed one beyond them, while lanes and such tests
-    hold under half the device's slots (`_presumed`). A device whose chain is done
+    slot with nothing else to do takes a presumed one beyond them. A device whose chain is done
     takes the longest test left in another device's chain. Within a chain, files begin shortest
     first (their tests take turns on the device, so that finishes the most tests by any time
     without ending later), a file's tests go out in suite order, and a slot keeps to the files
@@ -76,7 +75,6 @@ class Feed:
         self.returned: deque[deque[str]] = deque()
         self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
-        self.spare: dict[str, str] = {}  # taker -> the device of its presumed one beyond the lanes
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
@@ -209,21 +207,11 @@ class Feed:
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
         It runs beyond the lanes, not in one: counted in them, such groups kept every lane
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
-        were never started while presumed ones went out for 300 s: bench/README). But only
-        while its device's lanes and such groups hold fewer than half its slots: nothing says
-        it shares either, and 7 heavy cases at once on a warm H200 took turns for 140 s and
-        none of them finished (call AO)."""
-        if not self._spare_room(self.device.get(taker, "")):
-            return None
+        were never started while presumed ones went out for 300 s: bench/README)."""
         for chain in self.chains.values():
             if (picked := self._pick(chain, taker, presumed=True)) is not None:
                 return picked
         return None
-
-    def _spare_room(self, device: str) -> bool:
-        """Whether the device's lanes and presumed groups beyond them hold under half its slots."""
-        held = self._chained(device) + list(self.spare.values()).count(device)
-        return not self.device or held < max(1, self.slots[device] // 2)
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -244,7 +232,6 @@ class Feed:
             self.running[device] -= self.holding.pop(taker)
             self.long[device] -= 1
         self.filling.pop(taker, None)
-        self.spare.pop(taker, None)
 
     def _next_group(self, taker: str) -> deque[str] | None:
         if self.returned:
@@ -259,7 +246,6 @@ class Feed:
         if self.head == len(self.groups):
             if (spare := self._presumed(taker)) is None:
                 return None
-            self.spare[taker] = device
             self.handed += spare.seconds  # beyond the lanes: it holds none of them
             return deque(spare.tests)
         spread = self.running[device] <= min(self.running.values())
@@ -372,9 +358,7 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
-            spare = self._spare_room(device) and any(
-                g.presumed for c in self.chains.values() for g in c
-            )
+            spare = any(g.presumed for c in self.chains.values() for g in c)
             return bool(
                 self.returned
                 or self.current.get(taker)
