@@ -236,7 +236,11 @@ def night(
 
 
 def xdist(
-    work: Path, slots: int, limit: float | None = None, cache: Path | None = None
+    work: Path,
+    slots: int,
+    limit: float | None = None,
+    cache: Path | None = None,
+    marks: tuple = CHECKPOINTS,
 ) -> tuple[float, str]:
     """Plain pytest-xdist on the same suite, the same slots: the tool a user would pick."""
     env = {**os.environ, "DEVICE_LOCK": str(work / "device.lock")}
@@ -261,9 +265,7 @@ def xdist(
         code = proc.wait()
     if limit is None and code != 0:
         raise SystemExit(f"xdist failed on {work / 'suite'} (exit {code})")
-    return time.monotonic() - t0, finished_by(
-        launch, [log], WARM_CHECKPOINTS if cache else CHECKPOINTS
-    )
+    return time.monotonic() - t0, finished_by(launch, [log], marks)
 
 
 def main() -> None:
@@ -303,7 +305,7 @@ def main() -> None:
                           f"{WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
                 cache = work / "xdist-cache"  # as warm as the tracker's third night
                 shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
-                wall, done = xdist(work, args.slots, cache=cache)
+                wall, done = xdist(work, args.slots, cache=cache, marks=WARM_CHECKPOINTS)
                 print(f"| {scenario} (bound {bound:.1f} s) | xdist | warm | {wall:.1f} s | - | "
                       f"{wall / bound:.2f}x | by {WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
                 continue
