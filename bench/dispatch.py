@@ -14,9 +14,10 @@ in the same call, each against its lower bound:
   hits its limit still reruns it (at once, beside the tests), and what that costs by each
   checkpoint.
 - warmup: six heavy tests that compile (6 s, on the CPU: they share it) and then fill the
-  device (1 s each, under its lock), among 400 light ones: two cold nights, then the first warm
-  one (the cache kept, nothing to compile), as a GPU runner's first night with the cache kept
-  (bench/README.md, call AO); xdist runs with the same warm cache; bound: the device's 6 s.
+  device (1 s each, under its lock), among 400 light ones: two cold nights, then the first two
+  warm ones (the cache kept, nothing to compile), as a GPU runner's first nights with the cache
+  kept (bench/README.md, calls AO, AR and AS); xdist runs with the same warm cache; bound: the
+  device's 6 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -295,15 +296,15 @@ def main() -> None:
                     print(f"| {scenario} | {name} | {n} | - | {run['duration']:.1f} s | - | "
                           f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
                 continue
-            if scenario == "warmup":  # two cold nights, then the first warm one
-                for n in range(1, 4):
+            if scenario == "warmup":  # two cold nights, then the first two warm ones
+                for n in range(1, 5):
                     wall, run, done = night(
                         Path(src), work, args.slots, cold=n < 3, marks=WARM_CHECKPOINTS
                     )
                     print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {run['duration']:.1f} s "
                           f"| {run['duration'] / bound:.2f}x | {run['kernel_cache']}, by "
                           f"{WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
-                cache = work / "xdist-cache"  # as warm as the tracker's third night
+                cache = work / "xdist-cache"  # as warm as the tracker's warm nights
                 shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
                 wall, done = xdist(work, args.slots, cache=cache, marks=WARM_CHECKPOINTS)
                 print(f"| {scenario} (bound {bound:.1f} s) | xdist | warm | {wall:.1f} s | - | "

@@ -11,6 +11,7 @@ from helpers import SUITES, outcomes
 
 from tracker.ingest.confirm import settle
 from tracker.records import (
+    INTERRUPTED,
     PASSED,
     TIMEOUT,
     UNCONFIRMED,
@@ -87,6 +88,49 @@ def test_a_warm_night_after_cold_ones_only_presumes_every_test_fills():
                for s in nights]  # fmt: skip
     assert share.learn(unknown)["s.py::test_sleep[0]"].fills is False
     assert not share.blind(unknown) and not share.blind(nights + warm_night)
+
+
+def test_a_test_stays_untried_until_a_warm_night_runs_it_with_and_without_company():
+    """On a warm GPU night, heavy cases that no warm night had compared were let loose and 7 ran
+    at once; cut by the run's limit while they took turns, they said nothing (calls AR, AS)."""
+
+    def attempt(run, i, start, seconds, worker, outcome=PASSED):
+        return Sample(run, f"h.py::test_heavy[{i}]", 1, seconds, outcome, _at(start), worker, True)
+
+    cold = [Sample(1, f"h.py::test_heavy[{i}]", 1, 30.0, PASSED, _at(0), f"d0w{i}", False)
+            for i in range(2)]  # fmt: skip
+    assert all(v.untried and v.presumed for v in share.learn(cold).values())  # blind
+    # a warm night: one ran alone; the others were cut by the run's limit while taking turns
+    cut = [attempt(2, 0, 0, 10.0, "d0w0"),
+           *(attempt(2, i, 20, 40.0, f"d0w{i}", INTERRUPTED) for i in (1, 2))]  # fmt: skip
+    view = share.learn(cold + cut)["h.py::test_heavy[1]"]
+    assert view.untried and view.presumed and view.fills
+    assert not share.learn(cold + cut, warm=False)["h.py::test_heavy[1]"].untried  # cold tonight
+    # another: two side by side, as fast as alone: it shares, and it has been tried
+    pair = [attempt(3, i, 100, 10.5, f"d0w{i}") for i in (0, 1)]
+    view = share.learn(cold + cut + pair)["h.py::test_heavy[0]"]
+    assert view == share.Sharing(alone=10.0, fills=False, busy=1, slowed=0)
+    # a store that keeps no cache state is never untried: its long tests are not compiled
+    plain = [Sample(s.run, s.nodeid, 1, s.duration, s.outcome, s.started_at, s.worker)
+             for s in cut]  # fmt: skip
+    assert not any(v.untried for v in share.learn(plain).values())
+
+
+def test_a_device_runs_one_untried_test_in_its_lane_and_at_most_one_beside():
+    slots = {f"d0w{i}": "0" for i in range(4)}
+    heavy = [[f"h{i}.py::t"] for i in range(4)]
+    light = [[f"l.py::t{i}"] for i in range(3)]
+    feed = Feed(slots)
+    # 4 x 10 s for an ideal 11 s would need 4 lanes, if the times meant anything
+    feed.fill(heavy + light, 4, [10, 10, 10, 10, 1, 1, 1], [True] * 4, [True] * 4,
+              untried=[True] * 4)  # fmt: skip
+    assert feed.lanes == {"0": 1}
+    taken = [feed.take(w) for w in slots]  # the lane, and the light tests beside it
+    assert taken[0] == "h3.py::t" and all(t.startswith("l.py::") for t in taken[1:])
+    assert feed.take("d0w1") == "h2.py::t"  # nothing else left: one untried beyond the lane
+    assert feed.take("d0w2") is None and not feed.pending("d0w3")  # not a third at once
+    assert feed.take("d0w1") == "h1.py::t"  # done with h2: it may try the next
+    assert feed.take("d0w0") == "h0.py::t"  # the lane's next
 
 
 def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():

@@ -384,6 +384,7 @@ def plan_command(
             "sharing": sharing[n].kind if n in sharing else "unknown",
             "slowed": [sharing[n].slowed, sharing[n].busy] if n in sharing else None,
             "presumed": sharing[n].presumed if n in sharing else False,
+            "untried": sharing[n].untried if n in sharing else False,
         }
         for n in long
     ]
@@ -415,14 +416,17 @@ def plan_command(
             else ""
         ),
     )
-    presumed = sum(1 for t in fills if sharing[t["nodeid"]].presumed)
+    presumed = sum(1 for t in fills if t["presumed"])
+    untried = sum(1 for t in fills if t["untried"])
     why = ": no warm night yet, and compiling beside others says nothing of sharing"
     prose(
         f"{plural(len(fills), 'long test')} fill their device ({presumed} presumed, for want of "
-        f"evidence{why if share.blind(samples, warm) else ''}), "
+        f"evidence{why if share.blind(samples, warm) else ''}; {untried} untried: no warm night "
+        "ran them with and without company), "
         + (
             f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
+            + (", and one untried beside them once a slot has nothing else" if untried else "")
             if warm
             else "by their attempts beside others; tonight's cache is cold: they mostly compile, "
             "on the CPU, which does not take turns, so they run in no chain, and a device starts "

@@ -17,6 +17,7 @@ class Filling(NamedTuple):
     tests: list[str]
     presumed: bool  # only presumed to fill, for want of evidence
     place: int  # in suite order
+    untried: bool = False  # no warm night compared it with and without company
 
 
 class Feed:
@@ -46,7 +47,8 @@ class Feed:
     form one chain per device, balanced by expected time (longest to the least loaded device),
     and a device runs one of them at a time while short tests are left, if it keeps a slot for
     them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
-    slot with nothing else to do takes a presumed one beyond them. A device whose chain is done
+    slot with nothing else to do takes a presumed one beyond them (an untried one only while none
+    runs beyond them on its device). A device whose chain is done
     takes the longest test left in another device's chain. Within a chain, files begin shortest
     first (their tests take turns on the device, so that finishes the most tests by any time
     without ending later), a file's tests go out in suite order, and a slot keeps to the files
@@ -75,6 +77,7 @@ class Feed:
         self.returned: deque[deque[str]] = deque()
         self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
+        self.trying: dict[str, str] = {}  # taker -> the device it runs an untried group on
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
@@ -90,11 +93,13 @@ class Feed:
         fills: list[bool] | None = None,
         presumed: list[bool] | None = None,
         places: list[int] | None = None,
+        untried: list[bool] | None = None,
     ) -> None:
         """`weights`: the groups' expected seconds (the ranked ones at least; missing ones
         count as 0); `fills`: which of the ranked groups fill a device; `presumed`: of which
         only presumed to, for want of evidence; `places`: the ranked groups' places in suite
-        order (their order here, when not given)."""
+        order (their order here, when not given); `untried`: of the filling ones, those no warm
+        night has compared with and without company."""
         with self.lock:
             groups = [list(g) for g in groups if g]
             ranked = len(groups) if ranked is None else ranked
@@ -104,7 +109,8 @@ class Feed:
                 self.span = sum(weights) / len(self.device)
             presumed = presumed or [False] * ranked
             places = places or list(range(ranked))
-            filling = [Filling(weights[i], groups[i], presumed[i], places[i])
+            untried = untried or [False] * ranked
+            filling = [Filling(weights[i], groups[i], presumed[i], places[i], untried[i])
                        for i in range(ranked) if fills[i]]  # fmt: skip
             self._chain(filling)
             keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
@@ -120,7 +126,10 @@ class Feed:
         """Deal the filling groups to per-device chains. A chain that holds presumed ones and
         is longer than the run's ideal length runs in as many lanes as make it fit, up to half
         its device's slots: 78 presumed tests made a 591 s chain on one GPU, and letting them
-        all loose instead made 6 heavy kernels take turns for minutes (bench/README.md)."""
+        all loose instead made 6 heavy kernels take turns for minutes (bench/README.md).
+        Untried ones are not counted: their expected times are a cold night's compiling, or a
+        cut that came while they took turns, so no length says they fit in more lanes; 4 lanes
+        of them on a warm GPU night had 3-4 heavy cases take turns for 150 s (call AR)."""
         devices = sorted(set(self.device.values())) or [""]
         load = dict.fromkeys(devices, 0.0)
         self.chains = {d: [] for d in devices}
@@ -129,7 +138,7 @@ class Feed:
             device = min(devices, key=lambda d: load[d])
             load[device] += group.seconds
             self.chains[device].append(group)
-            if group.presumed:
+            if group.presumed and not group.untried:
                 guessing.add(device)
         for device, chain in self.chains.items():
             chain.sort(key=lambda g: g.seconds, reverse=True)  # shortest at the end
@@ -149,21 +158,27 @@ class Feed:
             return None
         return max(donors, key=lambda c: sum(g.seconds for g in c)).pop(0)
 
-    def _pick(self, chain: list[Filling], taker: str, presumed: bool = False) -> Filling | None:
-        """The next group of `chain` (of those only presumed to fill, with `presumed`), in
-        suite order, from a file the taker began, else from the file no one began with the
-        shortest group, else from any. A cold GPU night's chain spread over every slot had each
-        process compile each file's kernels: its 24 dyt cases took 690 s of slot time, against
-        306 s in one xdist worker, where 8 of them took 0.0 s once the file's earlier cases had
-        compiled them (bench/README.md, call V). Suite order within a file, because a suite may
-        depend on it: test_mlp's float32 cases ran out of shared memory only in a process that
-        had run the same shape in bfloat16 before, 10 of them on a night that took the file
-        shortest first (call X). Files by their time per test instead (Smith's rule) finished
-        more by 60-120 s, but put test_mlp's chain after its ranked bfloat16 cases had run in
-        the same processes: 9 such failures against 2 (call AD)."""
+    def _pick(
+        self, chain: list[Filling], taker: str, spare: bool = False, untried: bool = True
+    ) -> Filling | None:
+        """The next group of `chain` (with `spare`, of the presumed ones, which may run beyond the
+        lanes; untried ones only with `untried`), in suite order, from a file the taker began, else
+        from the file no one began with the shortest group, else from any. A cold GPU night's chain
+        spread over every slot had each process compile each file's kernels: its 24 dyt cases took
+        690 s of slot time, against 306 s in one xdist worker, where 8 of them took 0.0 s once the
+        file's earlier cases had compiled them (bench/README.md, call V). Suite order within a file,
+        because a suite may depend on it: test_mlp's float32 cases ran out of shared memory only in
+        a process that had run the same shape in bfloat16 before, 10 of them on a night that took
+        the file shortest first (call X). Files by their time per test instead (Smith's rule)
+        finished more by 60-120 s, but put test_mlp's chain after its ranked bfloat16 cases had run
+        in the same processes: 9 such failures against 2 (call AD)."""
         best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
+
+        def fits(g: Filling) -> bool:
+            return not spare or (g.presumed and (untried or not g.untried))
+
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
-            if presumed and not chain[k].presumed:
+            if not fits(chain[k]):
                 continue
             file = file_of(chain[k].tests[0])
             owner = self.began.get(file)
@@ -173,8 +188,7 @@ class Feed:
         if not best:
             return None
         file = best[min(best)]
-        same = [k for k, g in enumerate(chain)
-                if file_of(g.tests[0]) == file and (g.presumed or not presumed)]  # fmt: skip
+        same = [k for k, g in enumerate(chain) if file_of(g.tests[0]) == file and fits(g)]
         picked = chain.pop(min(same, key=lambda k: chain[k].place))
         self.began.setdefault(file, taker)
         return picked
@@ -207,11 +221,22 @@ class Feed:
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
         It runs beyond the lanes, not in one: counted in them, such groups kept every lane
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
-        were never started while presumed ones went out for 300 s: bench/README)."""
+        were never started while presumed ones went out for 300 s: bench/README).
+        An untried group goes beyond the lanes only while no other does on the taker's device:
+        two at once say whether company slows it, and if it fills they take no longer in all
+        than one after the other. Let loose, the untried heavy cases of a warm GPU night, 7 at
+        once, took turns until the run's limit cut them all (calls AO and AS, bench/README)."""
+        device = self.device.get(taker, "")
         for chain in self.chains.values():
-            if (picked := self._pick(chain, taker, presumed=True)) is not None:
+            if (picked := self._pick(chain, taker, True, self._may_try(device))) is not None:
+                if picked.untried:
+                    self.trying[taker] = device
                 return picked
         return None
+
+    def _may_try(self, device: str) -> bool:
+        """Whether a slot of the device may take an untried group beyond the lanes."""
+        return device not in self.trying.values()
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -232,6 +257,7 @@ class Feed:
             self.running[device] -= self.holding.pop(taker)
             self.long[device] -= 1
         self.filling.pop(taker, None)
+        self.trying.pop(taker, None)
 
     def _next_group(self, taker: str) -> deque[str] | None:
         if self.returned:
@@ -358,7 +384,9 @@ class Feed:
                 return True
             device = self.device.get(taker, "")
             chained = self._lane_free(device) and any(self.chains.values())
-            spare = any(g.presumed for c in self.chains.values() for g in c)
+            may_try = self._may_try(device)
+            spare = any(g.presumed and (may_try or not g.untried)
+                        for c in self.chains.values() for g in c)  # fmt: skip
             return bool(
                 self.returned
                 or self.current.get(taker)

@@ -48,6 +48,7 @@ class Estimate:
     blind: bool = False  # nothing of its file ran before: it goes out with the short tests
     fills: bool | None = None  # fills its device (share.learn); None: not known
     presumed: bool = False  # fills by default, for want of evidence (Sharing.presumed)
+    untried: bool = False  # no warm night compared it with and without company (Sharing's)
 
 
 def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
@@ -78,7 +79,8 @@ def estimates(
             # more than its usual time (most runs of a test may find its kernels compiled)
             alone = min(view.alone, e.seconds) if view.fills and view.alone else e.seconds
             fills = view.fills and e.seconds >= LONG  # long with company, if not alone
-            known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed)
+            known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed,
+                                    untried=fills and view.untried)  # fmt: skip
     finished: dict[str, list[float]] = {}
     for nodeid, e in known.items():
         if not e.cut:
@@ -160,8 +162,10 @@ def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: s
     weights = [sum(expected[n].seconds for n in g) for g in groups]
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
     presumed = [any(expected[n].presumed for n in g) for g in groups[:count]]
+    untried = [any(expected[n].untried for n in g) for g in groups[:count]]
     place = {n: i for i, n in enumerate(nodeids)}
-    feed.fill(groups, count, weights, fills, presumed, [place[g[0]] for g in groups[:count]])
+    places = [place[g[0]] for g in groups[:count]]
+    feed.fill(groups, count, weights, fills, presumed, places, untried)
 
 
 @dataclass

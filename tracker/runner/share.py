@@ -14,16 +14,19 @@ each runner's own history, never from a list:
 - an attempt with at least half a test more company than that which took at least 1.5x its
   quiet time was slowed by it: the device did not do both at once.
 
-A test function (its parametrized cases pooled: they run the same kernel) fills its device when
-at least a quarter of its attempts with more company were slowed, and shares it otherwise. One
-never seen with company is unknown, and the run lets it share: its timeline then says. One only
-ever seen with the same company has nothing to compare with; it runs as if it filled the device
-(alone among the long tests) until it has: on a GPU, the heavy tests of a first night all had
-company, and letting them share again is what made them take turns. A filling test never seen
-alone took turns: on a warm night its time alone is estimated as its time / (1 + company).
-(Judging only against a time alone kept most long tests of a busy GPU, which never run alone,
-filling for good: a chain of 39 such tests, one at a time, ended a night 250 s after everything
-else.)
+A test function (its parametrized cases pooled: they run the same kernel) fills its device when at
+least a quarter of its attempts with more company were slowed, and shares it otherwise. One never
+seen with company is unknown, and the run lets it share: its timeline then says. One only ever seen
+with the same company has nothing to compare with; it runs as if it filled the device (alone among
+the long tests) until it has: on a GPU, the heavy tests of a first night all had company, and
+letting them share again is what made them take turns. Where the store keeps the cache's state, a
+warm night is stricter: a test no warm night has seen both ways is `untried` and presumed to fill,
+one at a time in its device's chain and at most one more beside it (see `Feed`): letting the unknown
+heavy cases of a warm GPU night share put 7 of them on the device at once, where they took turns
+until the run's limit cut them all (calls AR and AS). A filling test never seen alone took turns: on
+a warm night its time alone is estimated as its time / (1 + company). (Judging only against a time
+alone kept most long tests of a busy GPU, which never run alone, filling for good: a chain of 39
+such tests, one at a time, ended a night 250 s after everything else.)
 How tests share a device is learned from runs with a warm compiled-kernel cache where there are
 any, so that compiling is not read as waiting. Expected durations come from runs with the same
 cache state as tonight's: with a cold cache every test also compiles its kernels (3x the time on
@@ -54,6 +57,7 @@ class Sharing:
     fills: bool | None  # None: never ran with company
     busy: int = 0  # its function's attempts with company
     slowed: int = 0  # of which slowed
+    untried: bool = False  # a warm night, and no warm one compared it with and without company
 
     @property
     def presumed(self) -> bool:
@@ -154,6 +158,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     On a night `blind` to sharing, every test is presumed to fill until a warm night says."""
     judged = preferred(samples)
     presume = blind(samples, warm)
+    known = warm and any(s.warm is not None for s in samples)  # the store keeps cache state
     company, least, quiet, guess = _alone(judged)
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
@@ -169,13 +174,14 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     guessed = {function_of(n) for n in guess}
     *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm), typical=True)
     out: dict[str, Sharing] = {}
-    for nodeid in {s.nodeid for s in judged}:
+    for nodeid in {s.nodeid for s in samples}:
         fn = function_of(nodeid)
         # only ever seen with the same company: as if it filled, until more says
         fills = slowed[fn] >= max(1, busy[fn] / 4) if busy[fn] else (fn in guessed or None)
         evidence = busy[fn], slowed[fn]
-        if presume and not fills:
+        untried = presume or (known and not busy[fn])
+        if untried and not fills:
             fills, evidence = True, (0, 0)  # presumed
         alone = (guess_tonight.get(nodeid) if fills and warm else None) or quiet_tonight.get(nodeid)
-        out[nodeid] = Sharing(alone, fills, *evidence)
+        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried)
     return out
