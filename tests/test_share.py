@@ -116,21 +116,29 @@ def test_a_test_stays_untried_until_a_warm_night_runs_it_with_and_without_compan
     assert not any(v.untried for v in share.learn(plain).values())
 
 
-def test_a_device_runs_one_untried_test_in_its_lane_and_at_most_one_beside():
+def test_untried_cases_of_one_kernel_wait_for_each_other_on_a_device():
     slots = {f"d0w{i}": "0" for i in range(4)}
-    heavy = [[f"h{i}.py::t"] for i in range(4)]
-    light = [[f"l.py::t{i}"] for i in range(3)]
-    feed = Feed(slots)
-    # 4 x 10 s for an ideal 11 s would need 4 lanes, if the times meant anything
-    feed.fill(heavy + light, 4, [10, 10, 10, 10, 1, 1, 1], [True] * 4, [True] * 4,
-              untried=[True] * 4)  # fmt: skip
-    assert feed.lanes == {"0": 1}
-    taken = [feed.take(w) for w in slots]  # the lane, and the light tests beside it
-    assert taken[0] == "h3.py::t" and all(t.startswith("l.py::") for t in taken[1:])
-    assert feed.take("d0w1") == "h2.py::t"  # nothing else left: one untried beyond the lane
-    assert feed.take("d0w2") is None and not feed.pending("d0w3")  # not a third at once
-    assert feed.take("d0w1") == "h1.py::t"  # done with h2: it may try the next
-    assert feed.take("d0w0") == "h0.py::t"  # the lane's next
+    groups = [["h.py::t[0]"], ["h.py::t[1]"], ["h.py::t[2]"], ["g.py::t"],
+              *([f"l.py::t{i}"] for i in range(3))]  # fmt: skip
+    weights = [10, 10, 10, 10, 1, 1, 1]  # 40 s of chain for an ideal 11 s: 2 lanes at most
+    taken, feeds = {}, {}
+    for untried in (True, False):
+        feed = feeds[untried] = Feed(slots)
+        feed.fill(groups, 4, weights, [True] * 4, [True] * 4, untried=[untried] * 4)
+        assert feed.lanes == {"0": 2}
+        first = feed.take("d0w0")  # one lane while light tests are left
+        assert all(feed.take(w).startswith("l.py") for w in ("d0w1", "d0w2", "d0w3"))
+        second = feed.take("d0w1")  # the second lane
+        taken[untried] = [first, second, feed.take("d0w2"), feed.take("d0w3")]
+    first, second, *beyond = taken[True]
+    assert {first.split("[")[0], second.split("[")[0]} == {"h.py::t", "g.py::t"}
+    assert beyond == [None, None]  # h's other cases wait for the one running
+    feed = feeds[True]
+    assert not feed.pending("d0w2")  # so its process ends, as one with no lane free does
+    holder = "d0w0" if first.startswith("h") else "d0w1"
+    assert feed.take(holder).startswith("h.py::t[")  # done with its case: the next one
+    # shown to fill only by presumption, not untried: beyond the lanes at once, as before
+    assert all(t and t.startswith("h.py") for t in taken[False][2:])
 
 
 def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():

@@ -8,6 +8,7 @@ from collections import Counter, deque
 from typing import NamedTuple
 
 from tracker.records import file_of
+from tracker.runner.share import function_of
 
 
 class Filling(NamedTuple):
@@ -43,17 +44,17 @@ class Feed:
     starts at the longest free stretch, in its middle when another slot is already heading into
     it (xdist's worksteal, one test at a time).
 
-    Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they
-    form one chain per device, balanced by expected time (longest to the least loaded device),
-    and a device runs one of them at a time while short tests are left, if it keeps a slot for
-    them. Then a chain of presumed ones too long for the run gets more lanes (`_chain`), and a
-    slot with nothing else to do takes a presumed one beyond them (an untried one only while none
-    runs beyond them on its device). A device whose chain is done
+    Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they form
+    one chain per device, balanced by expected time (longest to the least loaded device), and a
+    device runs one of them at a time while short tests are left, if it keeps a slot for them. Then
+    a chain of presumed ones too long for the run gets more lanes (`_chain`), and a slot with
+    nothing else to do takes a presumed one beyond them. An untried one, in a lane or beyond them,
+    waits while a case of its kernel runs on its device (`_trying`). A device whose chain is done
     takes the longest test left in another device's chain. Within a chain, files begin shortest
-    first (their tests take turns on the device, so that finishes the most tests by any time
-    without ending later), a file's tests go out in suite order, and a slot keeps to the files
-    it began and begins one that no other slot has while there is one (`_pick`): a file's
-    kernels are then compiled in one process, in the order the suite's authors run them.
+    first (their tests take turns on the device, so that finishes the most tests by any time without
+    ending later), a file's tests go out in suite order, and a slot keeps to the files it began and
+    begins one that no other slot has while there is one (`_pick`): a file's kernels are then
+    compiled in one process, in the order the suite's authors run them.
     """
 
     def __init__(self, devices: dict[str, str] | None = None, warm: bool = True) -> None:
@@ -77,7 +78,7 @@ class Feed:
         self.returned: deque[deque[str]] = deque()
         self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
-        self.trying: dict[str, str] = {}  # taker -> the device it runs an untried group on
+        self.trying: dict[str, tuple[str, str]] = {}  # taker -> (device, kernel) of its untried
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
@@ -126,10 +127,7 @@ class Feed:
         """Deal the filling groups to per-device chains. A chain that holds presumed ones and
         is longer than the run's ideal length runs in as many lanes as make it fit, up to half
         its device's slots: 78 presumed tests made a 591 s chain on one GPU, and letting them
-        all loose instead made 6 heavy kernels take turns for minutes (bench/README.md).
-        Untried ones are not counted: their expected times are a cold night's compiling, or a
-        cut that came while they took turns, so no length says they fit in more lanes; 4 lanes
-        of them on a warm GPU night had 3-4 heavy cases take turns for 150 s (call AR)."""
+        all loose instead made 6 heavy kernels take turns for minutes (bench/README.md)."""
         devices = sorted(set(self.device.values())) or [""]
         load = dict.fromkeys(devices, 0.0)
         self.chains = {d: [] for d in devices}
@@ -138,7 +136,7 @@ class Feed:
             device = min(devices, key=lambda d: load[d])
             load[device] += group.seconds
             self.chains[device].append(group)
-            if group.presumed and not group.untried:
+            if group.presumed:
                 guessing.add(device)
         for device, chain in self.chains.items():
             chain.sort(key=lambda g: g.seconds, reverse=True)  # shortest at the end
@@ -156,26 +154,28 @@ class Feed:
         donors = [c for c in self.chains.values() if c]
         if not donors:
             return None
-        return max(donors, key=lambda c: sum(g.seconds for g in c)).pop(0)
+        chain = max(donors, key=lambda c: sum(g.seconds for g in c))
+        k = next((k for k, g in enumerate(chain) if not self._trying(g, device)), None)
+        return None if k is None else chain.pop(k)
 
-    def _pick(
-        self, chain: list[Filling], taker: str, spare: bool = False, untried: bool = True
-    ) -> Filling | None:
+    def _pick(self, chain: list[Filling], taker: str, spare: bool = False) -> Filling | None:
         """The next group of `chain` (with `spare`, of the presumed ones, which may run beyond the
-        lanes; untried ones only with `untried`), in suite order, from a file the taker began, else
-        from the file no one began with the shortest group, else from any. A cold GPU night's chain
-        spread over every slot had each process compile each file's kernels: its 24 dyt cases took
-        690 s of slot time, against 306 s in one xdist worker, where 8 of them took 0.0 s once the
-        file's earlier cases had compiled them (bench/README.md, call V). Suite order within a file,
-        because a suite may depend on it: test_mlp's float32 cases ran out of shared memory only in
-        a process that had run the same shape in bfloat16 before, 10 of them on a night that took
-        the file shortest first (call X). Files by their time per test instead (Smith's rule)
-        finished more by 60-120 s, but put test_mlp's chain after its ranked bfloat16 cases had run
-        in the same processes: 9 such failures against 2 (call AD)."""
+        lanes; an untried one only while no case of its kernel runs on the device), in suite order,
+        from a file the taker began, else from the file no one began with the shortest group, else
+        from any. A cold GPU night's chain spread over every slot had each process compile each
+        file's kernels: its 24 dyt cases took 690 s of slot time, against 306 s in one xdist worker,
+        where 8 of them took 0.0 s once the file's earlier cases had compiled them (bench/README.md,
+        call V). Suite order within a file, because a suite may depend on it: test_mlp's float32
+        cases ran out of shared memory only in a process that had run the same shape in bfloat16
+        before, 10 of them on a night that took the file shortest first (call X). Files by their
+        time per test instead (Smith's rule) finished more by 60-120 s, but put test_mlp's chain
+        after its ranked bfloat16 cases had run in the same processes: 9 such failures against 2
+        (call AD)."""
         best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
+        device = self.device.get(taker, "")
 
         def fits(g: Filling) -> bool:
-            return not spare or (g.presumed and (untried or not g.untried))
+            return (not spare or g.presumed) and not self._trying(g, device)
 
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
             if not fits(chain[k]):
@@ -222,21 +222,21 @@ class Feed:
         It runs beyond the lanes, not in one: counted in them, such groups kept every lane
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
         were never started while presumed ones went out for 300 s: bench/README).
-        An untried group goes beyond the lanes only while no other does on the taker's device:
-        two at once say whether company slows it, and if it fills they take no longer in all
-        than one after the other. Let loose, the untried heavy cases of a warm GPU night, 7 at
-        once, took turns until the run's limit cut them all (calls AO and AS, bench/README)."""
-        device = self.device.get(taker, "")
+        """
         for chain in self.chains.values():
-            if (picked := self._pick(chain, taker, True, self._may_try(device))) is not None:
-                if picked.untried:
-                    self.trying[taker] = device
+            if (picked := self._pick(chain, taker, spare=True)) is not None:
                 return picked
         return None
 
-    def _may_try(self, device: str) -> bool:
-        """Whether a slot of the device may take an untried group beyond the lanes."""
-        return device not in self.trying.values()
+    def _trying(self, group: Filling, device: str) -> bool:
+        """Whether the group is untried and a case of its kernel (its test function) runs on the
+        device: cases of one kernel need the same of it, so an untried one waits for the other,
+        in a lane or beyond them. Let loose, the untried heavy cases of warm GPU nights started 3
+        to 7 at once (5 of fused_moe's test_correctness in one), took turns until the run's
+        limit cut them all, and slowed every test beside them (calls AO, AR and AS); one lane
+        for all untried tests instead, replayed with AR's times, finished 2,454 tests by 240 s
+        against 2,577 (bench/README.md)."""
+        return group.untried and (device, function_of(group.tests[0])) in self.trying.values()
 
     def take(self, taker: str) -> str | None:
         with self.lock:
@@ -265,15 +265,13 @@ class Feed:
         device = self.device.get(taker, "")
         if (chained := self._next_filling(taker)) is not None:
             self.filling[taker] = device
-            self.handed += chained.seconds
-            return deque(chained.tests)
+            return self._hand(taker, chained)
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
             if (spare := self._presumed(taker)) is None:
                 return None
-            self.handed += spare.seconds  # beyond the lanes: it holds none of them
-            return deque(spare.tests)
+            return self._hand(taker, spare)  # beyond the lanes: it holds none of them
         spread = self.running[device] <= min(self.running.values())
         crowded = self._crowded(device)
         due = spread and not crowded and self._due(device)
@@ -294,6 +292,12 @@ class Feed:
             self.short_free -= 1
         self.after[taker] = i + 1
         return deque(self.groups[i])
+
+    def _hand(self, taker: str, group: Filling) -> deque[str]:
+        self.handed += group.seconds
+        if group.untried:
+            self.trying[taker] = (self.device.get(taker, ""), function_of(group.tests[0]))
+        return deque(group.tests)
 
     def _same_file(self, taker: str) -> int:
         """The next long group to go out: the longest while it could set the run's end (a
@@ -383,10 +387,9 @@ class Feed:
             if not self.filled:
                 return True
             device = self.device.get(taker, "")
-            chained = self._lane_free(device) and any(self.chains.values())
-            may_try = self._may_try(device)
-            spare = any(g.presumed and (may_try or not g.untried)
-                        for c in self.chains.values() for g in c)  # fmt: skip
+            free = [g for c in self.chains.values() for g in c if not self._trying(g, device)]
+            chained = self._lane_free(device) and bool(free)
+            spare = any(g.presumed for g in free)
             return bool(
                 self.returned
                 or self.current.get(taker)

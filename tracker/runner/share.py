@@ -21,7 +21,7 @@ with the same company has nothing to compare with; it runs as if it filled the d
 the long tests) until it has: on a GPU, the heavy tests of a first night all had company, and
 letting them share again is what made them take turns. Where the store keeps the cache's state, a
 warm night is stricter: a test no warm night has seen both ways is `untried` and presumed to fill,
-one at a time in its device's chain and at most one more beside it (see `Feed`): letting the unknown
+in its device's chain, and waits while a case of its kernel runs (see `Feed`): letting the unknown
 heavy cases of a warm GPU night share put 7 of them on the device at once, where they took turns
 until the run's limit cut them all (calls AR and AS). A filling test never seen alone took turns: on
 a warm night its time alone is estimated as its time / (1 + company). (Judging only against a time
