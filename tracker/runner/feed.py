@@ -145,18 +145,18 @@ class Feed:
 
     def _next_filling(self, taker: str) -> Filling | None:
         """The taker's device's next filling group, if a lane is free: from its own chain
-        (`_pick`), else the longest left in the chain with the most work left."""
+        (`_pick`), else (done, or only untried cases of kernels it runs left) the longest left
+        in the chain with the most work left."""
         device = self.device.get(taker, "")
         if not self._lane_free(device):
             return None
-        if self.chains.get(device):
-            return self._pick(self.chains[device], taker)
-        donors = [c for c in self.chains.values() if c]
+        if self.chains.get(device) and (own := self._pick(self.chains[device], taker)):
+            return own
+        donors = [c for c in self.chains.values() if any(not self._trying(g, device) for g in c)]
         if not donors:
             return None
         chain = max(donors, key=lambda c: sum(g.seconds for g in c))
-        k = next((k for k, g in enumerate(chain) if not self._trying(g, device)), None)
-        return None if k is None else chain.pop(k)
+        return chain.pop(next(k for k, g in enumerate(chain) if not self._trying(g, device)))
 
     def _pick(self, chain: list[Filling], taker: str, spare: bool = False) -> Filling | None:
         """The next group of `chain` (with `spare`, of the presumed ones, which may run beyond the
