@@ -165,6 +165,7 @@ def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite, settings):
     assert re.search(
         r"Idle share per slot: w0 \d+%\. w1 only reran failures, beside the tests\.", text
     )
+    assert re.search(r"Tests by outcome.*not run 1", text)  # named as people say it
 
 
 def test_each_failure_gets_its_reruns_once(run_suite):
