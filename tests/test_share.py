@@ -386,6 +386,34 @@ def test_filling_tests_learned_from_one_night_run_one_at_a_time_the_next(run_sui
     assert second["run"]["status"] == "passed"
 
 
+def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
+    """After a cold night only, `tracker plan --warm` presumes every long test fills and says why,
+    and that their expected times are a cold night's, so the end it predicts may come sooner."""
+    import json
+    import sys
+
+    from helpers import tracker
+
+    state = tmp_path / "state"
+    state.mkdir()
+    config = (
+        f'[runner]\nname = "ci"\ndevice = "cpu"\n[[suites]]\nname = "d"\n'
+        f'path = "{SUITES / "device"}"\npython = "{sys.executable}"\nworkers_per_device = 3\n'
+        f'group = "file"\ntest_timeout = 30\nreruns = 0\n'
+        f'env = {{ FILL_S = "2", FIXTURE_STATE = "{state}" }}\n'
+    )
+    night = json.loads(tracker(tmp_path, "run", "d", "--json", config=config).stdout)
+    assert night["run"]["kernel_cache"] == "cold"
+    planned = json.loads(tracker(tmp_path, "plan", "d", "--warm", "--json").stdout)
+    fills = [t for t in planned["long_tests"] if t["sharing"] == "fills"]
+    assert fills and all(t["untried"] for t in fills)
+    assert planned["without_warm_time"] == len(planned["long_tests"])
+    said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
+    assert "no warm night yet, and compiling beside others says nothing of sharing" in said
+    assert "with no warm night yet, expected at a cold night's time" in said
+    assert "an untried test waits while a case of its kernel runs" in said
+
+
 def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path, settings):
     import json
 

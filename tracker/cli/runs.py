@@ -390,13 +390,17 @@ def plan_command(
     ]
     unknown = sum(1 for e in expected.values() if not e.known)
     cut = sum(1 for n in nodeids if expected[n].cut)
+    # long tests planned warm at a cold night's time: no warm night ran them
+    coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
+    compiling = sum(1 for n in long if n in coldly) if warm else 0
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
                           "kernel_cache": cache,
                           "predicted_end": round(predicted.end, 1),
                           "done_by_minute": by_minute, "long_tests": tests,
                           "filling_at_once": predicted.lanes,
-                          "without_history": unknown, "cut_tests": cut}))  # fmt: skip
+                          "without_history": unknown, "cut_tests": cut,
+                          "without_warm_time": compiling}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
     prose(
@@ -413,6 +417,12 @@ def plan_command(
             "of its time before the cut and its function's finished cases' typical time, so the "
             "end may come later"
             if cut
+            else ""
+        )
+        + (
+            f"; {plural(compiling, 'long test')} with no warm night yet, expected at a cold "
+            "night's time (mostly compiling), so the end may come sooner"
+            if compiling
             else ""
         ),
     )
