@@ -221,8 +221,7 @@ class Feed:
         is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
         It runs beyond the lanes, not in one: counted in them, such groups kept every lane
         taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
-        were never started while presumed ones went out for 300 s: bench/README).
-        """
+        were never started while presumed ones went out for 300 s: bench/README)."""
         for chain in self.chains.values():
             if (picked := self._pick(chain, taker, spare=True)) is not None:
                 return picked
