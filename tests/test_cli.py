@@ -250,6 +250,8 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(tmp_path):
     outcomes = {r["nodeid"]: r["outcome"] for r in shown["results"]}
     assert sum(o == "passed" for o in outcomes.values()) == 3
     assert outcomes["test_hang.py::test_after_hang"] == "not_run"
+    said = tracker(tmp_path, "show", "last").stdout
+    assert "not run     test_hang.py::test_after_hang" in said and "not_run" not in said
     assert not [
         p
         for p in Path("/proc").glob("[0-9]*/cmdline")

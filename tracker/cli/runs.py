@@ -60,7 +60,8 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
     for result in notable[:50]:
         line = Text(
-            f"  {result['outcome']:<11} ", style="red" if result["outcome"] != "flaky" else "yellow"
+            f"  {result['outcome'].replace('_', ' '):<11} ",
+            style="red" if result["outcome"] != "flaky" else "yellow",
         )
         line.append(result["nodeid"])
         if result["quarantined"]:
