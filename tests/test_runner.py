@@ -168,6 +168,21 @@ def test_a_failure_is_rerun_beside_the_tests_still_running(run_suite, settings):
     assert re.search(r"Tests by outcome.*not run 1", text)  # named as people say it
 
 
+def test_a_slot_with_no_test_left_reruns_failures_beside_the_spare(run_suite):
+    """A night that runs to its limit: the spare slot alone reran failures one after the other
+    while the other slots had nothing left to run (call AQ: 7 of 13 never rerun)."""
+    detail = run_suite(
+        suite="reruns", suite_path=SUITES / "reruns", workers_per_device=2, test_timeout=60,
+        run_timeout=25,
+    )  # fmt: skip
+    by_id = {r["nodeid"]: r["attempts"] for r in detail["results"]}
+    assert by_id["test_a_hold.py::test_hold"][0]["outcome"] == "interrupted"
+    reruns = [a for n, tries in by_id.items() if "fails_once" in n for a in tries[1:]]
+    # (a rerun the limit cuts is `interrupted`: on a loaded machine the last one may be)
+    assert sum(a["outcome"] == "passed" for a in reruns) >= 3
+    assert len({a["worker"] for a in reruns}) == 2  # the spare, and the slot with no test left
+
+
 def test_each_failure_gets_its_reruns_once(run_suite):
     """`reruns = 2`: the first rerun runs beside the tests when it can, the rest after them, and
     none twice (a rerun beside counts as the first). Whether it can depends on how soon the
