@@ -214,11 +214,11 @@ class _Execution:
         hangs is blamed on its running test, gives back what it was handed and did not run,
         and the slot starts a fresh one that carries on pulling.
 
-        A failure in `runnable` (ids as stored -> as pytest selects them; empty: no reruns) is
-        rerun at once, in a fresh process beside the tests (in `spares`, one more slot per
-        device): a cold GPU night runs to its limit, and a rerun left for after the
-        tests either never came (call X: 11 failures, none rerun) or, with time kept for it,
-        cost up to 7 finished tests (calls AA and AB in bench/README.md).
+        A failure in `runnable` (ids as stored -> as pytest selects them; empty: no reruns) is rerun
+        at once, in a fresh process beside the tests (in `spares`, one more slot per device, and in
+        a slot with no test left to pull: `rerun_idle`): a cold GPU night runs to its limit, and a
+        rerun left for after the tests either never came (call X: 11 failures, none rerun) or, with
+        time kept for it, cost up to 7 finished tests (calls AA and AB in bench/README.md).
 
         A timeout or a crash is the exception: it counts once confirmed with its device to
         itself (`_rerun`). Once one has come, no test goes out after `reserve_from` (at once,
