@@ -284,7 +284,11 @@ class _Execution:
             """A slot with no test to pull reruns a failure still waiting for the spare slot:
             on a night that ran to its limit, the spare alone reran 6 of 13 failures, one after
             the other (a fresh process and a cold kernel each, ~40 s), while most slots had
-            nothing left to run, and 7 stayed failed (call AQ). Whether one was waiting."""
+            nothing left to run, and 7 stayed failed (call AQ). Not once the tests stopped for
+            a timeout or crash to be confirmed alone: the time left is for that. Whether it
+            reran one."""
+            if stopped.is_set():
+                return False
             try:
                 nodeid = again.get_nowait()
             except queue.Empty:
