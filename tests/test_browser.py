@@ -93,10 +93,12 @@ def test_page_loads_without_console_errors(page, base_url, name):
 
 def test_click_from_overview_to_run_to_test(page, base_url):
     page.goto(base_url + "/")
-    page.locator(".card", has_text="realities").locator("a", has_text="#").first.click()
+    with page.expect_navigation():  # a click only starts it: read the page once it loaded
+        page.locator(".card", has_text="realities").locator("a", has_text="#").first.click()
     assert "/runs/" in page.url
     assert page.locator("h1").inner_text().startswith("Run #")
-    page.locator("#results a", has_text="test_b_needs_clean_state").first.click()
+    with page.expect_navigation():
+        page.locator("#results a", has_text="test_b_needs_clean_state").first.click()
     assert "/tests/" in page.url
     assert "test_b_needs_clean_state" in page.locator("h1").inner_text()
     # failed in suite order, passed alone: the page names the test that ran before it
@@ -104,7 +106,8 @@ def test_click_from_overview_to_run_to_test(page, base_url):
     before = page.locator("ol a", has_text="test_a_leaves_state_behind")  # a link to its page
     assert before.count() == 1
     assert before.get_attribute("href").startswith("/tests/")
-    page.locator("svg.strip a").first.click()  # the history strip links back to the run
+    with page.expect_navigation():  # the history strip links back to the run
+        page.locator("svg.strip a").first.click()
     assert "/runs/" in page.url
     assert page.errors == []
 
@@ -114,7 +117,8 @@ def test_results_filter_works_without_javascript(browser, base_url):
     page = context.new_page()
     page.goto(base_url + "/runs/6")
     page.select_option("select[name=outcome]", "flaky")
-    page.locator("form.filter button").click()
+    with page.expect_navigation():
+        page.locator("form.filter button").click()
     assert "outcome=flaky" in page.url
     rows = page.locator("#results tbody tr")
     assert rows.count() == 1 and "test_b_needs_clean_state" in rows.first.inner_text()
@@ -183,7 +187,8 @@ def test_the_grid_links_each_cell_to_its_run(page, base_url):
     page.goto(base_url + PAGES["grid"])
     cell = page.locator("table.grid a.cell", has_text="✗").first
     title = cell.get_attribute("title")
-    cell.click()
+    with page.expect_navigation():
+        cell.click()
     assert "/runs/" in page.url and "q=" in page.url and title.startswith("failed")
     assert page.locator("#results tbody tr").count() == 1  # the test, in that run
     assert page.errors == []
