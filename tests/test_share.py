@@ -141,6 +141,18 @@ def test_untried_cases_of_one_kernel_wait_for_each_other_on_a_device():
     assert all(t and t.startswith("h.py") for t in taken[False][2:])
 
 
+def test_a_lane_whose_chain_waits_on_its_kernel_takes_another_devices_untried_work():
+    slots = {"d0w0": "0", **{f"d1w{i}": "1" for i in range(4)}}
+    groups = [["g.py::t"], ["h.py::t[0]"], ["h.py::t[1]"]]
+    feed = Feed(slots)
+    # g shown to fill (not presumed) goes to device 0; h's cases, presumed, fill device 1's chain
+    feed.fill(groups, 3, [50, 30, 30], [True] * 3, [False, True, True], untried=[True] * 3)
+    assert feed.lanes == {"0": 1, "1": 2}
+    assert feed.take("d1w0").startswith("h.py::t[")
+    assert feed.take("d1w1") == "g.py::t"  # its second lane: h's other case waits for the first
+    assert not feed.pending("d1w2")  # both lanes taken, and h's case waits
+
+
 def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():
     def night(run, seconds, warm, company=0):  # the test, and `company` long ones beside it
         return [
