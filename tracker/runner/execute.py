@@ -244,12 +244,15 @@ class _Execution:
             timers.append(timer)
             timer.start()
 
+        def rerun(slot: Slot, nodeid: str) -> None:
+            got = self.queue(slot, [nodeid], rerun=True)
+            with self.lock:
+                reran.extend(got)
+
         def rerun_beside(slot: Slot) -> None:
             try:  # none after the tests: `_rerun` shares what is left over every slot
                 while not over.is_set() and (nodeid := again.get()) is not None:
-                    got = self.queue(slot, [nodeid], rerun=True)
-                    with self.lock:
-                        reran.extend(got)
+                    rerun(slot, nodeid)
             except BaseException as exc:  # raised in the main thread below
                 raised.append(exc)
 
@@ -296,9 +299,7 @@ class _Execution:
             if nodeid is None:  # the spares' signal to end: theirs, not this slot's
                 again.put(None)
                 return False
-            got = self.queue(slot, [nodeid], rerun=True)
-            with self.lock:
-                reran.extend(got)
+            rerun(slot, nodeid)
             return True
 
         def worker(slot: Slot) -> None:
