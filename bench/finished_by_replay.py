@@ -77,7 +77,8 @@ def main() -> None:
     cache = {"warm": args.warm} if "warm" in signature(plan.estimates).parameters else {}
     learned = share.first_attempts(history, args.warm), share.learn(history, args.warm)
     expected = plan.estimates(nodeids, *learned, **cache)  # an older tree: no `warm`
-    first, after = in_process(samples) if args.in_process else ({}, {})
+    same_cache = [s for s in samples if s.warm in (args.warm, None)]  # a warm night's, or a cold's
+    first, after = in_process(same_cache) if args.in_process else ({}, {})
     slots = {f"d0w{w}": "0" for w in range(args.slots)}
     feed = Feed(slots, args.warm) if "warm" in signature(Feed).parameters else Feed(slots)
     plan.fill(feed, nodeids, expected, "test")

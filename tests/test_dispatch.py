@@ -107,6 +107,21 @@ def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
     assert len(taken) == 20 - 8 and not feed.pending("w0")
 
 
+def test_a_slot_joins_a_stretch_at_a_kernel_boundary():
+    """A process compiles and tunes each kernel (test function) it runs once: a slot joining
+    a stretch another heads into starts at the kernel boundary nearest its middle, and in its
+    middle only where the stretch is one kernel (xdist's worksteal)."""
+    feed = Feed()
+    feed.fill(
+        [[f"k.py::test_a[{i}]"] for i in range(8)] + [["k.py::test_b[0]"], ["k.py::test_b[1]"]], 0
+    )
+    assert feed.take("w0") == "k.py::test_a[0]"
+    assert feed.take("w1") == "k.py::test_b[0]"  # not test_a[5], the middle
+    one = Feed()
+    one.fill([[f"k.py::test_a[{i}]"] for i in range(8)], 0)
+    assert [one.take("w0"), one.take("w1")] == ["k.py::test_a[0]", "k.py::test_a[4]"]
+
+
 def test_while_short_tests_are_left_a_device_runs_one_long_test_until_more_are_due():
     slots = {"d0w0": "0", "d0w1": "0", "d1w0": "1", "d1w1": "1"}
     feed = Feed(slots)

@@ -206,6 +206,21 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     assert feed.take("d0w0") is None
 
 
+def test_a_test_only_presumed_to_fill_and_under_the_floor_goes_with_the_short_ones():
+    """Chained, 130 presumed tests under a second each went through one lane one at a time
+    while the heavy cases waited behind them (call AV). One shown to fill stays chained."""
+    expected = {
+        "h.py::heavy": plan.Estimate(100.0, fills=True, presumed=True, untried=True),
+        "p.py::tiny": plan.Estimate(0.2, fills=True, presumed=True, untried=True),
+        "s.py::shown": plan.Estimate(0.3, fills=True),
+        **{f"l.py::t{i}": plan.Estimate(0.5) for i in range(8)},
+    }
+    feed = Feed({f"d0w{i}": "0" for i in range(4)})
+    plan.fill(feed, list(expected), expected, "test")
+    assert [g.tests for g in feed.chains["0"]] == [["h.py::heavy"], ["s.py::shown"]]
+    assert feed.ranked == 0 and ["p.py::tiny"] in feed.groups
+
+
 def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():
     short = [[f"s.py::t{i}"] for i in range(20)]
     groups, weights, fills = [["h.py::fill"], ["m.py::long"], *short], [30, 5, *[1] * 20], [1, 0]
