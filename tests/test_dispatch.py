@@ -122,6 +122,19 @@ def test_a_slot_joins_a_stretch_at_a_kernel_boundary():
     assert [one.take("w0"), one.take("w1")] == ["k.py::test_a[0]", "k.py::test_a[4]"]
 
 
+def test_a_kernels_long_cases_stay_with_the_slot_that_began_it_until_stolen():
+    """A process compiles and tunes a kernel (test function) once: another slot takes another
+    kernel's cases, and one of the first only with nothing else left, the last in suite order."""
+    feed = Feed()
+    k = [[f"a.py::test_k[{i}]"] for i in range(3)]
+    j = [[f"b.py::test_j[{i}]"] for i in range(2)]
+    feed.fill(k + j, ranked=5, weights=[5, 5, 5, 4, 4])
+    assert [feed.take("w0"), feed.take("w1")] == ["a.py::test_k[0]", "b.py::test_j[0]"]
+    assert [feed.take("w0"), feed.take("w1")] == ["a.py::test_k[1]", "b.py::test_j[1]"]
+    assert feed.take("w1") == "a.py::test_k[2]"  # nothing of its own left: it steals
+    assert feed.take("w0") is None
+
+
 def test_while_short_tests_are_left_a_device_runs_one_long_test_until_more_are_due():
     slots = {"d0w0": "0", "d0w1": "0", "d1w0": "1", "d1w1": "1"}
     feed = Feed(slots)

@@ -26,8 +26,10 @@ class Feed:
     `group = "file"`) to whichever process asks first.
 
     The first `ranked` groups are ranked by expected duration and go out from the head, longest
-    first (LPT; but a slot goes on with the file of its last one, in suite order, once the
-    longest left could no longer set the run's end: `_same_file`; and on a cold night, once
+    first (LPT; but a kernel's, a test function's, cases go to the slot that began it, and to
+    another only when it has nothing else left: `_mine`; a slot goes on with the kernel, then
+    the file, of its last one, in suite order, once the longest left could no longer set the
+    run's end: `_same_file`; and on a cold night, once
     half a device's slots run long tests, the shortest left: `_crowded`), spread over the
     devices: a slot takes the next long test only while its device's running long tests are
     expected to end no later than another device's. While short tests are left, a device runs
@@ -41,8 +43,8 @@ class Feed:
     in suite order, in stretches: a slot carries on with the group after its last one while no
     one else has taken it, so a file's tests share one process's module fixtures and compiled
     kernels instead of each process compiling every kernel. A slot that needs a new place
-    starts at the longest free stretch, in its middle when another slot is already heading into
-    it (xdist's worksteal, one test at a time).
+    starts at the longest free stretch, at the kernel boundary nearest its middle when another
+    slot is already heading into it (xdist's worksteal, one test at a time: `_split`).
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they form
     one chain per device, balanced by expected time (longest to the least loaded device), and a
@@ -83,6 +85,7 @@ class Feed:
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
         self.last_file: dict[str, str] = {}  # taker -> the file of its last ranked group
+        self.owner: dict[str, str] = {}  # kernel (test function) -> the taker of its ranked cases
         self.closed = False  # no test goes out any more
         self.lock = threading.Lock()
 
@@ -274,8 +277,11 @@ class Feed:
         spread = self.running[device] <= min(self.running.values())
         crowded = self._crowded(device)
         due = spread and not crowded and self._due(device)
-        if self.head < self.ranked and (due or not self.short_free):
-            i = self._shortest_long() if crowded else self._same_file(taker)
+        mine = self._mine(taker) if self.head < self.ranked else []
+        if mine and (due or not self.short_free):
+            i = mine[-1] if crowded else self._same_file(taker, mine)
+        elif self.head < self.ranked and not self.short_free:
+            i = self._steal()
         else:
             i = self.after.get(taker, -1)
             if i < self.ranked or i >= len(self.groups) or not self.free[i]:
@@ -284,6 +290,7 @@ class Feed:
         self.handed += self.weights[i]
         if i < self.ranked:
             self.last_file[taker] = file_of(self.groups[i][0])
+            self.owner.setdefault(function_of(self.groups[i][0]), taker)
             self.holding[taker] = self.weights[i]
             self.running[device] += self.weights[i]
             self.long[device] += 1
@@ -298,21 +305,50 @@ class Feed:
             self.trying[taker] = (self.device.get(taker, ""), function_of(group.tests[0]))
         return deque(group.tests)
 
-    def _same_file(self, taker: str) -> int:
-        """The next long group to go out: the longest while it could set the run's end (a
-        quarter of its ideal length or more), else the next in suite order of the file the
-        taker's last long group came from, while that file has any. A cold night compiles a
-        file's kernels in each process that runs its tests: test_mlp's long cases, handed out
-        longest first over 8 processes, took 792 s in all against 411 s the night before,
-        when most ran in suite order in 2 processes of a chain (call AH; xdist: 531 s). The
-        bound keeps LPT where it matters: a test that could set the end is never held back
-        for a file's next case."""
-        file = self.last_file.get(taker)
-        if file is None or 4 * self.weights[self.head] >= self.span:
-            return self.head
+    def _mine(self, taker: str) -> list[int]:
+        """The free long groups the taker may take, longest first: those of kernels (test
+        functions) no other slot has begun, since a process compiles and tunes a kernel once.
+        On the CPU proxy of in-process compiling (4 files of 8 long tests, each file's kernel
+        compiled by its first test in each process), cold nights took 19.4 s with every slot
+        compiling most kernels, and 13.4 s so (xdist: 14.1 s; bench/README.md)."""
+        return [i for i in range(self.head, self.ranked)
+                if self.free[i] and self._owner(i) in (None, taker)]  # fmt: skip
+
+    def _owner(self, i: int) -> str | None:
+        """The taker that began the kernel of ranked group `i`, if one has."""
+        return self.owner.get(function_of(self.groups[i][0]))
+
+    def _steal(self) -> int:
+        """With no short test and no kernel of its own left, a slot takes the last case, in
+        suite order, of the kernel with the most expected work left (xdist's worksteal)."""
+        left: Counter[str] = Counter()
+        for i in range(self.head, self.ranked):
+            if self.free[i]:
+                left[function_of(self.groups[i][0])] += self.weights[i]
+        kernel = max(left, key=left.__getitem__)
         same = [i for i in range(self.head, self.ranked)
-                if self.free[i] and file_of(self.groups[i][0]) == file]  # fmt: skip
-        return min(same, key=lambda i: self.places[i]) if same else self.head
+                if self.free[i] and function_of(self.groups[i][0]) == kernel]  # fmt: skip
+        return max(same, key=lambda i: self.places[i])
+
+    def _same_file(self, taker: str, mine: list[int]) -> int:
+        """The next long group to go out, of those the taker may take (`_mine`): the longest
+        while it could set the run's end (a quarter of its ideal length or more), else the
+        next in suite order of the kernel, then of the file, the taker's last long group came
+        from, while that has any. A cold night compiles a file's kernels in each process that
+        runs its tests: test_mlp's long cases, handed out longest first over 8 processes, took
+        792 s in all against 411 s the night before, when most ran in suite order in 2
+        processes of a chain (call AH; xdist: 531 s). The bound keeps LPT where it matters: a
+        test that could set the end is never held back for a file's next case."""
+        file = self.last_file.get(taker)
+        if file is None or 4 * self.weights[mine[0]] >= self.span:
+            return mine[0]
+        for same in (
+            [i for i in mine if self._owner(i) == taker],
+            [i for i in mine if file_of(self.groups[i][0]) == file],
+        ):
+            if same:
+                return min(same, key=lambda i: self.places[i])
+        return mine[0]
 
     def _crowded(self, device: str) -> bool:
         """On a cold night, whether half the device's slots already run long tests: the next
@@ -327,10 +363,6 @@ class Feed:
         if self.warm or not self.device:
             return False
         return self.long[device] >= max(1, self.slots[device] // 2)
-
-    def _shortest_long(self) -> int:
-        """The shortest long group left."""
-        return max(i for i in range(self.head, self.ranked) if self.free[i])
 
     def _due(self, device: str) -> bool:
         """Whether the next long group goes out now, while short tests are left: at once when
