@@ -11,8 +11,9 @@ There is no model of contention: each test takes the time it took beside that ni
 whatever company the replay gives it. Replayed so, call AF's own plan (history: AE) gave
 1,641 / 2,366 / 2,419 / 2,501 / 2,579 tests by 60-300 s against 1,571 / 2,353 / 2,414 / 2,510 /
 2,578 measured, and the same 2,596 by 540 s. `--in-process` times each test by whether its
-slot has run its function before (on a cold night the first case compiles the kernels): it
-reproduces AH's 788 s of test_mlp work (792 s measured) and AI's stall (bench/README.md).
+slot has run its function before (on a cold night the first case compiles the kernels; warm,
+it tunes them), from the nights with the replayed night's cache state (and those that keep
+none): it reproduces AH's 788 s of test_mlp work (792 s measured) and AI's stall (bench/README.md).
 `--start`: the seconds from launch to the first test (the probe and the collection; 19 s on one
 H200).
 """
