@@ -111,11 +111,12 @@ def _rank(e: Estimate, floor: float = 1.0) -> int:
     out with the short ones. (Chained, the 130 presumed tests of a warm GPU night under a
     second each, untried for want of a second warm night, went through one lane one at a
     time for 140 s while the heavy cases behind them waited; xdist finished 24 more tests by
-    240 s: call AV.) A test
-    whose file never ran is not ranked by the suite's median: a night cut in suite order knew
-    only its first files, and on one slot the tests never reached then waited behind them
-    again, night after night (bench/README.md, the cut scenario on one slot)."""
-    if e.blind or (e.seconds < floor and not (e.fills and not e.presumed)):
+    240 s: call AV.) A test whose file never ran is not ranked by the suite's median: a night
+    cut in suite order knew only its first files, and on one slot the tests never reached then
+    waited behind them again, night after night (bench/README.md, the cut scenario on one
+    slot)."""
+    shown = e.fills and not e.presumed
+    if e.blind or (e.seconds < floor and not shown):
         return 0
     return max(int(e.seconds), 1)
 
