@@ -329,6 +329,21 @@ def test_badges_follow_new_runs_through_the_cache(client):
     )
 
 
+def test_a_run_page_counts_with_thousands_separators(client):
+    from helpers import junit
+
+    xml = junit({f"t.py::test_{i}": ("passed", None) for i in range(1000)})
+    r = client.post(
+        "/api/v1/suites/thousands/runs",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        data={"runner": "r"},
+        files={"file": ("j.xml", xml.encode())},
+    )
+    assert r.status_code == 201
+    page = client.get(f"/runs/{r.json()['run']['id']}").text
+    assert re.search(r"Tests by outcome.*passed 1,000<", page)
+
+
 def test_pages_follow_new_runs_through_the_cache(client):
     from helpers import junit
 
