@@ -207,7 +207,7 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
 
 
 def test_a_test_only_presumed_to_fill_and_under_the_floor_goes_with_the_short_ones():
-    """Chained, 130 presumed tests under a second each went through one lane one at a time
+    """Chained, 114 presumed tests under the floor went through one lane one at a time
     while the heavy cases waited behind them (call AV). One shown to fill stays chained."""
     expected = {
         "h.py::heavy": plan.Estimate(100.0, fills=True, presumed=True, untried=True),

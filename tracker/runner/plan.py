@@ -108,13 +108,13 @@ def _rank(e: Estimate, floor: float = 1.0) -> int:
     """Whole seconds, and at least 1 for a test shown to fill its device: it is handed out
     among the long tests, in its device's chain, even where its time alone is under a second.
     Any other test under `floor` seconds ranks 0, one only presumed to fill included: it goes
-    out with the short ones. (Chained, the 130 presumed tests of a warm GPU night under a
-    second each, untried for want of a second warm night, went through one lane one at a
-    time for 140 s while the heavy cases behind them waited; xdist finished 24 more tests by
-    240 s: call AV.) A test whose file never ran is not ranked by the suite's median: a night
-    cut in suite order knew only its first files, and on one slot the tests never reached then
-    waited behind them again, night after night (bench/README.md, the cut scenario on one
-    slot)."""
+    out with the short ones. (Chained, 114 presumed tests of a warm GPU night under the
+    floor, 80 of them under a second, untried for want of a second warm night, went through
+    one lane one at a time for 140 s while the heavy cases behind them waited; xdist finished
+    24 more tests by 240 s: call AV.) A test whose file never ran is not ranked by the suite's
+    median: a night cut in suite order knew only its first files, and on one slot the tests
+    never reached then waited behind them again, night after night (bench/README.md, the cut
+    scenario on one slot)."""
     shown = e.fills and not e.presumed
     if e.blind or (e.seconds < floor and not shown):
         return 0
