@@ -226,11 +226,18 @@ def test_badges(client):
     assert client.get("/badge/nope.svg").status_code == 404
 
 
-def upload(client, content: bytes, token: str | None = TOKEN, name="results.jsonl", **form):
+def upload(
+    client,
+    content: bytes,
+    token: str | None = TOKEN,
+    name="results.jsonl",
+    suite="uploaded",
+    **form,
+):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     data = {"runner": "gha-910b4", **form}
     return client.post(
-        "/api/v1/suites/uploaded/runs", headers=headers, data=data, files={"file": (name, content)}
+        f"/api/v1/suites/{suite}/runs", headers=headers, data=data, files={"file": (name, content)}
     )
 
 
@@ -307,12 +314,7 @@ def test_badges_follow_new_runs_through_the_cache(client):
 
     def send(outcome: str) -> None:
         xml = junit({"t.py::a": (outcome, "boom" if outcome == "failed" else None)})
-        r = client.post(
-            "/api/v1/suites/fresh/runs",
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            data={"runner": "r"},
-            files={"file": ("j.xml", xml.encode())},
-        )
+        r = upload(client, xml.encode(), name="j.xml", suite="fresh", runner="r")
         assert r.status_code == 201
 
     send("passed")
@@ -333,12 +335,7 @@ def test_a_run_page_counts_with_thousands_separators(client):
     from helpers import junit
 
     xml = junit({f"t.py::test_{i}": ("passed", None) for i in range(1000)})
-    r = client.post(
-        "/api/v1/suites/thousands/runs",
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        data={"runner": "r"},
-        files={"file": ("j.xml", xml.encode())},
-    )
+    r = upload(client, xml.encode(), name="j.xml", suite="thousands", runner="r")
     assert r.status_code == 201
     page = client.get(f"/runs/{r.json()['run']['id']}").text
     assert re.search(r"Tests by outcome.*passed 1,000<", page)
@@ -347,24 +344,14 @@ def test_a_run_page_counts_with_thousands_separators(client):
 def test_pages_follow_new_runs_through_the_cache(client):
     from helpers import junit
 
-    auth = {"Authorization": f"Bearer {TOKEN}"}
     for outcome in ("passed", "failed", "passed", "failed"):
         xml = junit({"test_k.py::flips": (outcome, "boom" if outcome == "failed" else None)})
-        client.post(
-            "/api/v1/suites/cached/runs",
-            headers=auth,
-            data={"runner": "r"},
-            files={"file": ("j.xml", xml.encode())},
-        )
+        upload(client, xml.encode(), name="j.xml", suite="cached", runner="r")
         before = client.get("/api/v1/suites/cached/flaky").json()  # cached after this
         assert before == client.get("/api/v1/suites/cached/flaky").json()
     assert [f["nodeid"] for f in before["flaky"]] == ["test_k.py::flips"]
-    r = client.post(
-        "/api/v1/suites/cached/runs",
-        headers=auth,
-        data={"runner": "r"},
-        files={"file": ("j.xml", junit({"test_k.py::other": ("passed", None)}))},
-    )
+    xml = junit({"test_k.py::other": ("passed", None)})
+    r = upload(client, xml.encode(), name="j.xml", suite="cached", runner="r")
     assert r.status_code == 201
     kernels = client.get("/api/v1/suites/cached/kernels").json()["kernels"]
     assert {k["kernel"] for k in kernels} == {"k"}
