@@ -277,8 +277,9 @@ class Feed:
         spread = self.running[device] <= min(self.running.values())
         crowded = self._crowded(device)
         due = spread and not crowded and self._due(device)
-        mine = self._mine(taker) if self.head < self.ranked else []
-        if mine and (due or not self.short_free):
+        long_next = self.head < self.ranked and (due or not self.short_free)
+        mine = self._mine(taker) if long_next else []  # (not on every take: a hot path)
+        if mine:
             i = mine[-1] if crowded else self._same_file(taker, mine)
         elif self.head < self.ranked and not self.short_free:
             i = self._steal()
@@ -333,8 +334,8 @@ class Feed:
     def _same_file(self, taker: str, mine: list[int]) -> int:
         """The next long group to go out, of those the taker may take (`_mine`): the longest
         while it could set the run's end (a quarter of its ideal length or more), else the
-        next in suite order of the kernel, then of the file, the taker's last long group came
-        from, while that has any. A cold night compiles a file's kernels in each process that
+        next in suite order of the kernels the taker began, then of the file its last long group
+        came from, while that has any. A cold night compiles a file's kernels in each process that
         runs its tests: test_mlp's long cases, handed out longest first over 8 processes, took
         792 s in all against 411 s the night before, when most ran in suite order in 2
         processes of a chain (call AH; xdist: 531 s). The bound keeps LPT where it matters: a
