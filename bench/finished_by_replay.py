@@ -4,7 +4,7 @@ stored device database (no GPU needed): the night is planned from the runs `--hi
 night `--times` names (its first attempts; a test cut there takes 1.05x its time before the cut,
 or its time on another night if that was longer).
 
-    python bench/finished_by_replay.py DB --history 1 2 --times 2 [--slots 8] [--start 19]
+    python bench/finished_by_replay.py DB --history 1 2 --times 2 [--slots 8] [--devices 1]
     PYTHONPATH=/tmp/before python bench/finished_by_replay.py DB ...   # another tree's plan
 
 There is no model of contention: each test takes the time it took beside that night's company,
@@ -57,7 +57,13 @@ def main() -> None:
     parser.add_argument("--times", type=int, required=True, help="the run whose times to use")
     parser.add_argument("--suite", default="transformers")
     parser.add_argument("--runner", default="h200")
-    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--slots", type=int, default=8, help="per device")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=1,
+        help="each test taking the time it took on the one device of the night (its company there)",
+    )
     parser.add_argument("--start", type=float, default=19.0)
     parser.add_argument("--warm", action="store_true", help="plan a warm night (default cold)")
     parser.add_argument(
@@ -80,7 +86,7 @@ def main() -> None:
     expected = plan.estimates(nodeids, *learned, **cache)  # an older tree: no `warm`
     same_cache = [s for s in samples if s.warm in (args.warm, None)]  # a warm night's, or a cold's
     first, after = in_process(same_cache) if args.in_process else ({}, {})
-    slots = {f"d0w{w}": "0" for w in range(args.slots)}
+    slots = {f"d{d}w{w}": str(d) for d in range(args.devices) for w in range(args.slots)}
     feed = Feed(slots, args.warm) if "warm" in signature(Feed).parameters else Feed(slots)
     plan.fill(feed, nodeids, expected, "test")
     clock = [(args.start, name) for name in sorted(slots)]
