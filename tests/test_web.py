@@ -8,7 +8,7 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import DATA, HOSTILE, fill, make_pg_database, settings_for
+from helpers import DATA, HOSTILE, fill, junit, make_pg_database, settings_for
 
 from tracker.db import get_engine
 from tracker.web.app import create_app
@@ -419,6 +419,22 @@ def test_numbers_read_as_words(client):
     suite = client.get("/suites/realities").text
     assert "The only run" in suite or "The last" in client.get("/").text
     assert " min</text>" not in suite  # the duration chart labels in seconds when runs are short
+
+
+def test_a_kernel_page_says_what_its_pass_rate_counts(client):
+    """Skips are not test runs of a kernel: a kernel whose tests were all skipped (Liger's
+    test_embedding on a CUDA runner) has no pass rate, and the page says why, not "0 runs"."""
+    cases = {
+        "test/test_embedding.py::test_embedding[a]": ("skipped", "needs an NPU"),
+        "test/test_embedding.py::test_embedding[b]": ("skipped", "needs an NPU"),
+        "test/test_geglu.py::test_geglu": ("passed", None),
+    }
+    assert upload(client, junit(cases).encode(), name="r.xml", suite="skips").status_code == 201
+    skipped = client.get("/suites/skips/kernels/embedding").text
+    assert "2 tests; none of them passed or failed in the last 14 days" in skipped
+    assert "every run skipped them" in skipped and "test run" not in skipped
+    ran = client.get("/suites/skips/kernels/geglu").text
+    assert "over 1 test run that passed or failed in the last 14 days (skips not counted)" in ran
 
 
 def test_kernel_and_cluster_pages_link_everything(client):
