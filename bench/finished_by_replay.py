@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import heapq
 from collections import defaultdict
 from inspect import signature
 from statistics import median
@@ -85,8 +84,8 @@ def turns(samples: list, run: int, fillers: set[str]) -> dict[str, float]:
 def shared_replay(feed, slots, start, seconds, shared) -> list[float]:
     """The hand-out with the filling tests of a device taking strict turns: k of them at once
     each progress at 1/k, needing their time divided by their `turns` that night (`shared`);
-    the other tests take the time they took.
-    Steps from one test's end to the next; each returned value is a test's end."""
+    the other tests take the time they took (all of them, with no `shared`). Steps from one
+    test's end to the next; each returned value is a test's end."""
     running: dict[str, tuple[str, float]] = {}  # slot -> (nodeid, seconds or work left)
     now, ends, free = start, [], sorted(slots)
     while True:
@@ -103,7 +102,7 @@ def shared_replay(feed, slots, start, seconds, shared) -> list[float]:
         step = min(left / rate[name] for name, (_, left) in running.items())
         now += step
         free = []
-        for name, (nodeid, left) in list(running.items()):
+        for name, (nodeid, left) in sorted(running.items()):
             left -= step * rate[name]
             if left <= 1e-9:
                 ends.append(now)
@@ -125,7 +124,7 @@ def main() -> None:
         "--devices",
         type=int,
         default=1,
-        help="each test taking the time it took on the one device of the night (its company there)",
+        help="replayed on this many devices, each test at its time on the night's one",
     )
     parser.add_argument("--start", type=float, default=19.0)
     parser.add_argument("--warm", action="store_true", help="plan a warm night (default cold)")
@@ -165,19 +164,8 @@ def main() -> None:
         return expected[nodeid].seconds if took_here is None else took_here
 
     ran: dict[str, set[str]] = {name: set() for name in slots}  # functions run in each slot
-    if args.contention:
-        shared = turns(samples, args.times, filling(samples))
-        ends = shared_replay(feed, slots, args.start, seconds, shared)
-    else:
-        ends = []
-        clock = [(args.start, name) for name in sorted(slots)]
-        while clock:
-            now, name = heapq.heappop(clock)
-            if (nodeid := feed.take(name)) is None:
-                continue
-            ends.append(now + seconds(name, nodeid))
-            heapq.heappush(clock, (ends[-1], name))
-    ends.sort()
+    shared = turns(samples, args.times, filling(samples)) if args.contention else {}
+    ends = sorted(shared_replay(feed, slots, args.start, seconds, shared))
     marks = range(60, 541, 60)
     print(" | ".join(f"{t} s: {bisect.bisect_right(ends, t):,}" for t in marks))
     print(f"last test ends at {ends[-1]:.0f} s; {len(ends):,} tests")
