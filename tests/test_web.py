@@ -434,6 +434,9 @@ def test_a_kernel_page_says_what_its_pass_rate_counts(client):
     skipped = client.get("/suites/skips/kernels/embedding").text
     assert "2 tests; none of them passed or failed in the last 14 days" in skipped
     assert "every run skipped them" in skipped and "test run" not in skipped
+    assert ">no data</span>" in skipped and "no_data" not in skipped  # a verdict in words
+    test_id = re.search(r'<a href="/tests/(\d+)">test/test_embedding', skipped).group(1)
+    assert "Verdict: <strong><span" in client.get(f"/tests/{test_id}").text
     ran = client.get("/suites/skips/kernels/geglu").text
     assert "over 1 test run that passed or failed in the last 14 days (skips not counted)" in ran
 
