@@ -4,6 +4,7 @@ device of the fixture suite `device` is an exclusive lock taken in turns (see it
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -439,6 +440,9 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said
     assert "an untried test waits while a case of its kernel runs" in said
+    # each presumed test's row says so, with no slowed count: none of its attempts had more company
+    rows = said[said.index("longest tests") :]
+    assert re.search(r"\d s presumed - test_", rows) and "fills 0/0" not in rows
 
 
 def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path, settings):

@@ -422,7 +422,7 @@ def plan_command(
         )
         + (
             f"; {plural(compiling, 'long test')} with no warm night yet, expected at a cold "
-            "night's time (mostly compiling), so the end may come sooner"
+            "night's time, compiling included, so the end may come sooner"
             if compiling
             else ""
         ),
@@ -453,8 +453,10 @@ def plan_command(
         out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 4]))
     out.print("longest tests (expected s, sharing, slowed of attempts with company):")
     for t in tests[:20]:
-        slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] else "-"
-        out.print(Text(f"  {t['seconds']:>7.1f} s  {t['sharing']:<7}  {slowed:>5}"))
+        # presumed: no attempt with more company says either way, so no count to show
+        sharing = "presumed" if t["presumed"] else t["sharing"]
+        slowed = f"{t['slowed'][0]}/{t['slowed'][1]}" if t["slowed"] and not t["presumed"] else "-"
+        out.print(Text(f"  {t['seconds']:>7.1f} s  {sharing:<8}  {slowed:>5}"))
         out.print(Text(f"    {t['nodeid']}"))
 
 
