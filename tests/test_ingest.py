@@ -417,6 +417,43 @@ def test_an_xdist_reportlog_keeps_each_workers_order_and_times(tmp_path, setting
     assert re.search(r"Idle share per slot: gw0 \d+%, gw1 \d+%\.", page.replace("\n", " "))
 
 
+def test_a_test_the_log_cut_kept_its_worker_busy_until_the_end(tmp_path, settings):
+    """A worker on a heavy test when the log was cut has only that test's setup report: the test
+    ran at least until the log's last report, and the worker was busy, not idle (AY's xdist
+    night, ingested, showed two workers 89-93% idle that ran one cut case each)."""
+    from fastapi.testclient import TestClient
+
+    from tracker.db import session_scope
+    from tracker.store import save_run
+    from tracker.web.app import create_app
+
+    def report(nodeid, when, worker, start, stop, outcome="passed"):
+        fields = {"nodeid": nodeid, "when": when, "outcome": outcome, "worker_id": worker}
+        times = {"duration": stop - start, "start": start, "stop": stop}
+        return json.dumps({"$report_type": "TestReport", **fields, **times})
+
+    t0 = 1_796_226_000.0
+    lines = [
+        report("t.py::test_heavy", "setup", "gw1", t0 + 1, t0 + 1.1),  # then the cut
+        *(
+            report(f"t.py::test_light[{i}]", when, "gw0", t0 + i + a, t0 + i + b)
+            for i in range(10)
+            for when, a, b in (("setup", 0, 0.1), ("call", 0.1, 0.4), ("teardown", 0.4, 0.5))
+        ),
+    ]
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    record = load(path)
+    heavy = next(a for a in record.attempts if a.nodeid == "t.py::test_heavy")
+    assert heavy.outcome == "interrupted" and heavy.worker == "gw1"
+    assert heavy.duration == pytest.approx(9.5 - 1, abs=0.01)  # to the last report's stop
+    with session_scope(settings.database_url) as session:
+        run_id = save_run(session, record).id
+    page = TestClient(create_app(settings)).get(f"/runs/{run_id}").text
+    idle = re.search(r"Idle share per slot: gw0 \d+%, gw1 (\d+)%\.", page.replace("\n", " "))
+    assert idle and int(idle.group(1)) < 15
+
+
 def test_a_junit_file_without_times_draws_no_timeline(tmp_path, settings):
     from fastapi.testclient import TestClient
 
