@@ -97,6 +97,8 @@ def test_min_confidence_is_a_stricter_gate():
     # 44 green runs give 1 - .95^45 = 0.90: with one run a night that takes longer than the window
     assert v.earliest is None
     assert "6 runs a night" in v.notes[1]
+    twice = verdict(nightly(list(range(24, 31))) * 2, {}, PromotionConfig(), SHANGHAI, NOW)
+    assert twice.notes[0].startswith("With 2 runs a night, 28 green runs")  # not "2.0 runs"
 
 
 def test_each_runner_has_its_own_verdict(settings):

@@ -249,7 +249,7 @@ def _notes(v: Verdict, counted: list[RunRow], days: set[date]) -> list[str]:
     lower_all_green = wilson(round(per_night * nights), round(per_night * nights))[0]
     need = runs_needed(target)
     return [
-        f"With {'one run' if per_night == 1 else f'{per_night:.1f} runs'} a night, "
+        f"With {'one run' if per_night == 1 else f'{round(per_night, 1):g} runs'} a night, "
         f"{round(per_night * nights)} green runs out of "
         f"{round(per_night * nights)} only show the true success rate is above "
         f"{lower_all_green:.1%} (Wilson 95% lower bound).",
