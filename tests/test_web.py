@@ -757,4 +757,9 @@ def test_the_runner_page_names_the_days_it_ran_nothing(client):
     missed = [date.fromisoformat(d) for d in runner["days_without_run"]]
     assert missed == [d for d in span if d not in ran] and missed[-1] == today
     assert runner["environments"][0]["runs"] == 4  # JUnit files: one unprobed stretch
+    # the page names the days it judged: since the first run, not "the last 30"
+    page = " ".join(client.get("/runners/a2-910b4").text.split())
+    first = min(ran).strftime("%m-%d")
+    assert f"with no run of any suite since its first run on {first} ({len(span)} days)" in page
+    assert "last 30 days:" not in page
     assert client.get("/runners/nobody").status_code == 404

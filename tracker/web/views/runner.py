@@ -3,7 +3,7 @@ window it ran nothing (a nightly runner that is down shows here first)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -23,6 +23,14 @@ from tracker.web.render import page
 router = APIRouter(include_in_schema=False)
 
 
+def _span(window: list[date], days: int) -> str:
+    """The days the page judged, in words: a runner younger than the window was not judged on
+    its 30 days (a runner of one day's runs read "a run every day of the last 30")."""
+    if len(window) == days or not window:
+        return f"in the last {days} days"
+    return f"since its first run on {window[0]:%m-%d} ({len(window)} day{'s' * (len(window) > 1)})"
+
+
 def data(session: Session, settings: Settings, runner: str, days: int | None) -> dict[str, Any]:
     runner_id = history.runner_id(session, runner)
     days = days or 30
@@ -39,6 +47,7 @@ def data(session: Session, settings: Settings, runner: str, days: int | None) ->
         "suites": sorted({s for s, r in queries.suite_runner_pairs(session) if r == runner}),
         "last_run": runs[0] if runs else None,
         "days_without_run": [d for d in window if d not in ran],
+        "span": _span(window, days),
         "environments": environments(session, runner_id),
         "runs": runs[:100],
     }
