@@ -492,6 +492,15 @@ def test_a_content_hash_commit_keeps_its_digits():
     assert short_commit(None) == "–"
 
 
+def test_a_rate_short_of_100_percent_never_reads_100_percent():
+    """2,139 of 2,140 results passed on AY's xdist night: `.1%` printed 100.0% beside a failure."""
+    from tracker.words import percent
+
+    assert percent(2139 / 2140) == "99.95%" and percent(2607 / 2608, 0) == "99.96%"
+    assert percent(1.0) == "100.0%" and percent(0.5, 0) == "50%" and percent(0.0) == "0.0%"
+    assert percent(0.0004) == "0.04%"  # above zero, never 0.0%
+
+
 def test_the_run_page_names_what_changed_in_the_environment(client):
     # runs 1-4 are JUnit nights without a probe; run 6 is the runner's, with its environment
     page = client.get("/runs/6?against=4").text

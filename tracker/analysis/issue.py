@@ -21,7 +21,7 @@ from tracker.analysis.clusters import signature
 from tracker.analysis.report import Scope
 from tracker.analysis.testcase import test_data
 from tracker.config import Settings
-from tracker.words import moment, plural, short_commit
+from tracker.words import moment, percent, plural, short_commit
 
 MESSAGE_MAX = 600  # characters of the latest failure's message quoted
 FRAMES_MAX = 8
@@ -95,7 +95,7 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
         out += [
             f"**Verdict: {verdict}.** Its first attempt failed in "
             f"{stats.failures} of {plural(stats.runs, 'run')} in the last {found['days']} days "
-            f"(pass rate {stats.pass_rate:.0%}, 95% interval {lo:.0%}-{hi:.0%}). "
+            f"(pass rate {percent(stats.pass_rate, 0)}, 95% interval {lo:.0%}-{hi:.0%}). "
             f"Kernel: {_code(test['kernel'])}." + (held if stats.quarantined else ""),
             "",
         ]

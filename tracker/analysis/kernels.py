@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from tracker.analysis.flaky import BROKEN, FAILING_VERDICT, FLAKY_VERDICT, NO_DATA, CaseStats
 from tracker.analysis.stats import wilson
+from tracker.words import percent
 
 KERNEL_STABLE, KERNEL_FLAKY, KERNEL_FAILING, KERNEL_NOT_RUN = (
     "stable",
@@ -78,7 +79,7 @@ def markdown(rows: list[KernelRow], window_days: int, link: str | None = None) -
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        rate = f"{100 * (1 - r.failures / r.runs):.1f}%" if r.runs else "–"
+        rate = percent(1 - r.failures / r.runs) if r.runs else "–"
         name = f"[{r.kernel}]({link}/kernels/{quote(r.kernel, safe='')})" if link else r.kernel
         lines.append(
             f"| {name} | {ICONS[r.status]} {r.status} | {r.tests} | {rate} | "

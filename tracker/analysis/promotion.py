@@ -20,7 +20,7 @@ from tracker.analysis.history import RunRow
 from tracker.analysis.stats import prob_rate_at_least, runs_needed, wilson
 from tracker.config import PromotionConfig
 from tracker.records import RUN_INTERRUPTED, RUN_PASSED
-from tracker.words import plural
+from tracker.words import percent, plural
 
 COUNTED = ("passed", "flaky", "failed", "timed_out", "infra_error")
 
@@ -112,7 +112,7 @@ class Verdict:
         texts = [
             f"{self.consecutive_days} of {c.consecutive_days} days in a row with a run",
             f"{self.successes} of {plural(self.total, 'run')} green"
-            + (f" ({self.rate:.1%}, need {c.min_success_rate:.0%})" if self.total else ""),
+            + (f" ({percent(self.rate)}, need {c.min_success_rate:.0%})" if self.total else ""),
             f"{plural(flaky, 'flaky test')} not quarantined"
             if flaky
             else "no flaky test left unquarantined",

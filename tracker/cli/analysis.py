@@ -35,7 +35,7 @@ from tracker.cli.app import (
 )
 from tracker.db import session_scope
 from tracker.validate import escape_controls
-from tracker.words import counts_text, plural
+from tracker.words import counts_text, percent, plural
 
 quarantine_app = typer.Typer(
     help="Quarantined tests: they run, but do not fail runs.", no_args_is_help=True
@@ -72,7 +72,7 @@ def scope(suite: str, runner: str | None = None, days: int | None = None) -> Ite
 
 
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
+    return "–" if x is None else percent(x)
 
 
 def _dump(data: Any) -> None:

@@ -13,7 +13,7 @@ from tracker.analysis.report import Scope, cache
 from tracker.queries import list_runs
 from tracker.records import RUN_RUNNING
 from tracker.schedule import overdue
-from tracker.words import plural
+from tracker.words import percent, plural
 
 
 class Metric(StrEnum):
@@ -140,6 +140,4 @@ def _rate_badge(scope: Scope, metric: Metric) -> Badge:
 
 def _pct(rate: float) -> str:
     """Never round a shortfall up to 100%: 2,607 of 2,608 is 99.96%, not 100%."""
-    if rate < 1 and round(rate * 100) == 100:
-        return f"{rate:.2%}"
-    return f"{rate:.0%}"
+    return percent(rate, 0)
