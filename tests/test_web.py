@@ -478,6 +478,9 @@ def test_counts_and_lists_read_as_words(client):
     assert re.search(r'<li><a href="/tests/\d+">test/transformers/test_mlp.py', promotion)
     overview = client.get("/").text
     assert "Last 1 runs" not in overview and re.search(r"The (only run|last \d+ runs)", overview)
+    titles = re.findall(r"<title>(run \d+ [^<]*)</title>", overview)  # each run's square, in words
+    assert titles and not any("_" in t for t in titles)
+    assert any(re.search(r"run \d+ failed \S+ \d+ failed, \d+ passed", t) for t in titles)
     flaky = client.get("/suites/transformers/flaky").text
     assert not re.search(r'<td class="num">\d\.\d\d</td>', flaky)  # flips as a share
     run = client.get("/runs/6").text  # a skip reason is on the page, not only in a tooltip

@@ -217,8 +217,9 @@ def summarize(
 
 def status_text(status: str, quarantined_failures: int = 0) -> str:
     """A run's status as people read it: "passed" must not hide failures the quarantine
-    absorbed."""
+    absorbed. In words: `timed out`, not the stored `timed_out`."""
+    words = status.replace("_", " ")
     if not quarantined_failures:
-        return status
+        return words
     s = "" if quarantined_failures == 1 else "s"
-    return f"{status} ({quarantined_failures} quarantined failure{s})"
+    return f"{words} ({quarantined_failures} quarantined failure{s})"

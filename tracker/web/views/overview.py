@@ -18,12 +18,13 @@ from tracker.schedule import next_runs, overdue
 from tracker.web import svg
 from tracker.web.deps import SessionDep, SettingsDep
 from tracker.web.render import page
+from tracker.words import counts_text
 
 router = APIRouter(include_in_schema=False)
 
 
 def run_square(run: dict[str, Any]) -> dict[str, Any]:
-    counts = ", ".join(f"{k} {v}" for k, v in run["counts"].items())
+    counts = counts_text(run["counts"])
     status = status_text(run["status"], run["quarantined_failures"])
     return {
         "status": run["status"],

@@ -27,7 +27,8 @@ def test_page(
         {
             "status": h["outcome"],
             "href": f"/runs/{h['run_id']}",
-            "title": f"run {h['run_id']} {h['outcome']}{' (quarantined)' * h['quarantined']} "
+            "title": f"run {h['run_id']} {h['outcome'].replace('_', ' ')}"
+            f"{' (quarantined)' * h['quarantined']} "
             f"{h['duration']:.2f}s "
             f"commit {h['commit'] or '-'} {h['started_at']:%Y-%m-%d %H:%M}",
         }
