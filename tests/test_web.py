@@ -502,6 +502,8 @@ def test_a_rate_short_of_100_percent_never_reads_100_percent():
     assert percent(2139 / 2140) == "99.95%" and percent(2607 / 2608, 0) == "99.96%"
     assert percent(1.0) == "100.0%" and percent(0.5, 0) == "50%" and percent(0.0) == "0.0%"
     assert percent(0.0004) == "0.04%"  # above zero, never 0.0%
+    assert percent(0.999999) == ">99.999%" and percent(1e-6, 0) == "<0.01%"  # two more digits
+    assert percent(3e-17) == "0.0%"  # a Wilson bound's float noise is zero, not 0.000000000000003%
 
 
 def test_the_run_page_names_what_changed_in_the_environment(client):

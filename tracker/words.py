@@ -63,9 +63,15 @@ def trace_from_error(text: str, before: int = 12) -> str:
 
 
 def percent(x: float, digits: int = 1) -> str:
-    """x as a percentage, with the digits it needs never to round a shortfall up to 100% or a
-    share above zero down to 0%: 2,139 of 2,140 results passed is 99.95%, which `.1%` printed
-    as 100.0% on a night with a failure."""
-    while 0 < x < 1 and round(100 * x, digits) in (0, 100):
-        digits += 1
-    return f"{100 * x:.{digits}f}%"
+    """x as a percentage that never rounds a shortfall up to 100% or a share above zero down to
+    0%: 2,139 of 2,140 results passed is 99.95%, which `.1%` printed as 100.0% on a night with
+    a failure. Up to two more digits, then `>99.99%` / `<0.01%`; float noise (an interval's
+    bound of 3e-17) is the number it stands for."""
+    if abs(x) < 1e-9 or abs(1 - x) < 1e-9:
+        x = round(x)
+    for more in range(3):
+        shown = round(100 * x, digits + more)
+        if x in (0, 1) or shown not in (0, 100):
+            return f"{100 * x:.{digits + more}f}%"
+    step = 10.0 ** -(digits + 2)
+    return f"<{step:.{digits + 2}f}%" if x < 0.5 else f">{100 - step:.{digits + 2}f}%"
