@@ -135,9 +135,4 @@ def _rate_badge(scope: Scope, metric: Metric) -> Badge:
         return Badge(label, "no runs", GREY)
     target = scope.settings.promotion.min_success_rate
     color = GREEN if rate >= target else (YELLOW if rate >= 0.8 else RED)
-    return Badge(label, f"{_pct(rate)} of {detail}", color)
-
-
-def _pct(rate: float) -> str:
-    """Never round a shortfall up to 100%: 2,607 of 2,608 is 99.96%, not 100%."""
-    return percent(rate, 0)
+    return Badge(label, f"{percent(rate, 0)} of {detail}", color)  # 2,607 of 2,608: 99.96%
