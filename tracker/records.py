@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tracker.models import LONGREPR_MAX, MESSAGE_MAX, NODEID_MAX
+from tracker.words import spoken
 
 # the versioned JSON of one whole run (`tracker show --json`, a push); a reader refuses others
 RUN_FORMAT = "tracker-run/1"
@@ -218,7 +219,7 @@ def summarize(
 def status_text(status: str, quarantined_failures: int = 0) -> str:
     """A run's status as people read it: "passed" must not hide failures the quarantine
     absorbed. In words: `timed out`, not the stored `timed_out`."""
-    words = status.replace("_", " ")
+    words = spoken(status)
     if not quarantined_failures:
         return words
     s = "" if quarantined_failures == 1 else "s"

@@ -39,9 +39,14 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'es' if word.endswith(('s', 'x', 'sh', 'ch')) else 's'}"
 
 
+def spoken(name: str) -> str:
+    """A stored name as people read it: `timed out`, `not run`, `same input`."""
+    return name.replace("_", " ")
+
+
 def counts_text(counts: dict[str, int]) -> str:
     """`1,667 passed, 483 not run`: a run's outcome counts (zeros left out)."""
-    return ", ".join(f"{n:,} {k.replace('_', ' ')}" for k, n in counts.items() if n)
+    return ", ".join(f"{n:,} {spoken(k)}" for k, n in counts.items() if n)
 
 
 def short_commit(value: str | None) -> str:
@@ -68,10 +73,9 @@ def percent(x: float, digits: int = 1) -> str:
     a failure. Up to two more digits, then `>99.99%` / `<0.01%`; float noise (an interval's
     bound of 3e-17) is the number it stands for."""
     if abs(x) < 1e-9 or abs(1 - x) < 1e-9:
-        x = round(x)
-    for more in range(3):
-        shown = round(100 * x, digits + more)
-        if x in (0, 1) or shown not in (0, 100):
-            return f"{100 * x:.{digits + more}f}%"
+        return f"{100 * round(x):.{digits}f}%"
+    for d in range(digits, digits + 3):
+        if round(100 * x, d) not in (0, 100):
+            return f"{100 * x:.{d}f}%"
     step = 10.0 ** -(digits + 2)
     return f"<{step:.{digits + 2}f}%" if x < 0.5 else f">{100 - step:.{digits + 2}f}%"

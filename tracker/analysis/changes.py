@@ -18,7 +18,7 @@ from tracker.analysis.kernels import KERNEL_FAILING, KERNEL_NOT_RUN, KERNEL_STAB
 from tracker.analysis.report import Scope
 from tracker.config import Settings
 from tracker.records import FAILING, FLAKY
-from tracker.words import plural
+from tracker.words import plural, spoken
 
 # what a maintainer asks when failures begin: did the stack under the kernels change?
 ENVIRONMENT_KEYS = (
@@ -176,9 +176,7 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
             continue
         level = CRITICAL if now == KERNEL_FAILING else INFO
         # nothing of it before in the window (a new runner's first run): no "not run → failing"
-        moved = (
-            f"{was.replace('_', ' ')} → {now}" if was else f"{now}, its first run in {days} days"
-        )
+        moved = f"{spoken(was)} → {now}" if was else f"{now}, its first run in {days} days"
         events.append(event("kernel", level, f"kernel {kernel}: {moved}"))
     if met0 != met1:
         text = "promotion criterion met" if met1 else "promotion criterion no longer met"

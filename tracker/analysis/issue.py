@@ -21,7 +21,7 @@ from tracker.analysis.clusters import signature
 from tracker.analysis.report import Scope
 from tracker.analysis.testcase import test_data
 from tracker.config import Settings
-from tracker.words import moment, percent, plural, short_commit
+from tracker.words import moment, percent, plural, short_commit, spoken
 
 MESSAGE_MAX = 600  # characters of the latest failure's message quoted
 FRAMES_MAX = 8
@@ -88,7 +88,7 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
     nodeid, suite = test["nodeid"], test["suite"]
     failures = found["failures"]
     verdict = stats.verdict if stats else "no data"
-    out = [f"## {_code(nodeid)} is {verdict.replace('_', ' ')} in {suite}", ""]
+    out = [f"## {_code(nodeid)} is {spoken(verdict)} in {suite}", ""]
     if stats and stats.runs:
         lo, hi = found["interval"]
         held = " It is quarantined: its failures do not fail the nightly run."
@@ -124,7 +124,7 @@ def test_report(session: Session, settings: Settings, test_id: int) -> str:
                 f"{rerun} |"
             )
         firsts = Counter(h["first"] or "not run" for h in found["history"])
-        said = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in firsts.most_common())
+        said = ", ".join(f"{n} {spoken(k)}" for k, n in firsts.most_common())
         out += [
             "",
             f"Its first attempt in its last {plural(len(found['history']), 'run')}: {said}.",
@@ -271,7 +271,7 @@ def kernel_report(session: Session, settings: Settings, suite: str, kernel: str)
     if row is None:
         raise queries.NotFound(f"no kernel {kernel!r} in {suite} in the last {scope.days} days")
     out = [
-        f"## Kernel {_code(kernel)} is {row.status.replace('_', ' ')} in {suite}",
+        f"## Kernel {_code(kernel)} is {spoken(row.status)} in {suite}",
         "",
         f"{plural(row.tests, 'test')}; their first attempts passed {row.runs - row.failures} "
         f"of {row.runs} times in the last {scope.days} days (skips not counted).",

@@ -35,7 +35,7 @@ from tracker.cli.app import (
 )
 from tracker.db import session_scope
 from tracker.validate import escape_controls
-from tracker.words import counts_text, percent, plural
+from tracker.words import counts_text, percent, plural, spoken
 
 quarantine_app = typer.Typer(
     help="Quarantined tests: they run, but do not fail runs.", no_args_is_help=True
@@ -118,7 +118,7 @@ def flaky(
             f"first attempt failed in {x.failures} of {plural(x.runs, 'run')}, "
             f"rate {_pct(x.failure_rate)} "
             f"[{_pct(lo)}, {_pct(hi)}], flips {x.flip_rate:.0%}; "
-            f"evidence: {', '.join(sorted(x.evidence)).replace('_', ' ')}"
+            f"evidence: {spoken(', '.join(sorted(x.evidence)))}"
             + (f"; {', '.join(notes)}" if notes else ""),
             5,
         )
@@ -344,7 +344,7 @@ def quarantine_propose(
     if not proposals:  # on stderr: stdout stays a list of commands to paste
         err.print(f"Nothing to propose: no flaky test of {suite} with {minimum}+ failed runs.")
     for x in proposals:
-        kinds = ", ".join(sorted(x.evidence)).replace("_", " ")
+        kinds = spoken(", ".join(sorted(x.evidence)))
         reason = f"first attempt failed in {x.failures} of {plural(x.runs, 'run')} ({kinds})"
         command = ["tracker", "quarantine", "add", "--suite", suite, escape_controls(x.nodeid)]
         # quoted for the shell it is pasted into, and never wrapped: half a command is worse

@@ -32,7 +32,7 @@ from tracker.db import session_scope
 from tracker.ingest import IngestError, load_run
 from tracker.models import Outbox
 from tracker.records import LONG, RUN_FLAKY, RUN_INFRA, RUN_PASSED, status_text
-from tracker.words import counts_text, moment, plural
+from tracker.words import counts_text, moment, plural, spoken
 
 
 def _status_exit(status: str) -> int:
@@ -60,7 +60,7 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     notable = [r for r in detail["results"] if r["outcome"] not in ("passed", "skipped", "xfailed")]
     for result in notable[:50]:
         line = Text(
-            f"  {result['outcome'].replace('_', ' '):<11} ",
+            f"  {spoken(result['outcome']):<11} ",
             style="red" if result["outcome"] != "flaky" else "yellow",
         )
         line.append(result["nodeid"])

@@ -13,7 +13,7 @@ from tracker.analysis.report import Scope, cache
 from tracker.queries import list_runs
 from tracker.records import RUN_RUNNING
 from tracker.schedule import overdue
-from tracker.words import percent, plural
+from tracker.words import percent, plural, spoken
 
 
 class Metric(StrEnum):
@@ -114,7 +114,7 @@ def make(scope: Scope, suite: str, runner: str | None, metric: Metric) -> Badge:
         if not runs:
             return Badge(suite, "no runs", GREY)
         status = runs[0]["status"]
-        return Badge(suite, status.replace("_", " "), STATUS_COLORS.get(status, GREY))
+        return Badge(suite, spoken(status), STATUS_COLORS.get(status, GREY))
     if metric in (Metric.runs, Metric.green_runs, Metric.pass_rate):
         return _rate_badge(scope, metric)
     verdict = scope.promotion()

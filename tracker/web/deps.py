@@ -19,7 +19,15 @@ from tracker.config import Settings
 from tracker.db import PACKAGE_DIR, get_engine
 from tracker.validate import MAX_ID
 from tracker.web import svg
-from tracker.words import moment, percent, plural, seconds, short_commit, trace_from_error
+from tracker.words import (
+    moment,
+    percent,
+    plural,
+    seconds,
+    short_commit,
+    spoken,
+    trace_from_error,
+)
 
 
 def templates_dir() -> Path:
@@ -48,6 +56,7 @@ templates.env.filters.update(
     trace=trace_from_error,
     wbr=word_breaks,
     percent=percent,
+    spoken=spoken,
 )
 templates.env.globals.update(plural=plural, svg=svg)  # svg: the macros draw with it
 

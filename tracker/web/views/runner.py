@@ -19,6 +19,7 @@ from tracker.config import Settings
 from tracker.web import tables
 from tracker.web.deps import SessionDep, SettingsDep
 from tracker.web.render import page
+from tracker.words import plural
 
 router = APIRouter(include_in_schema=False)
 
@@ -28,7 +29,7 @@ def _span(window: list[date], days: int) -> str:
     its 30 days (a runner of one day's runs read "a run every day of the last 30")."""
     if len(window) == days or not window:
         return f"in the last {days} days"
-    return f"since its first run on {window[0]:%m-%d} ({len(window)} day{'s' * (len(window) > 1)})"
+    return f"since its first run on {window[0]:%m-%d} ({plural(len(window), 'day')})"
 
 
 def data(session: Session, settings: Settings, runner: str, days: int | None) -> dict[str, Any]:

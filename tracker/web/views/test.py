@@ -12,7 +12,7 @@ from tracker.records import NOT_RUN, SKIPPED
 from tracker.web import svg
 from tracker.web.deps import RowId, SessionDep, SettingsDep
 from tracker.web.render import page
-from tracker.words import seconds
+from tracker.words import seconds, spoken
 
 router = APIRouter(include_in_schema=False)
 NO_TIME = (NOT_RUN, SKIPPED)  # a time that is not the test's: it did not run
@@ -27,7 +27,7 @@ def test_page(
         {
             "status": h["outcome"],
             "href": f"/runs/{h['run_id']}",
-            "title": f"run {h['run_id']} {h['outcome'].replace('_', ' ')}"
+            "title": f"run {h['run_id']} {spoken(h['outcome'])}"
             f"{' (quarantined)' * h['quarantined']} "
             f"{h['duration']:.2f}s "
             f"commit {h['commit'] or '-'} {h['started_at']:%Y-%m-%d %H:%M}",
