@@ -122,24 +122,31 @@ def test_untried_cases_of_one_kernel_wait_for_each_other_on_a_device():
     groups = [["h.py::t[0]"], ["h.py::t[1]"], ["h.py::t[2]"], ["g.py::t"],
               *([f"l.py::t{i}"] for i in range(3))]  # fmt: skip
     weights = [10, 10, 10, 10, 1, 1, 1]  # 40 s of chain for an ideal 11 s: 2 lanes at most
-    taken, feeds = {}, {}
-    for untried in (True, False):
-        feed = feeds[untried] = Feed(slots)
-        feed.fill(groups, 4, weights, [True] * 4, [True] * 4, untried=[untried] * 4)
-        assert feed.lanes == {"0": 2}
-        first = feed.take("d0w0")  # one lane while light tests are left
-        assert all(feed.take(w).startswith("l.py") for w in ("d0w1", "d0w2", "d0w3"))
-        second = feed.take("d0w1")  # the second lane
-        taken[untried] = [first, second, feed.take("d0w2"), feed.take("d0w3")]
-    first, second, *beyond = taken[True]
+    feed = Feed(slots)
+    feed.fill(groups, 4, weights, [True] * 4, [True] * 4, untried=[True] * 4)
+    assert feed.lanes == {"0": 2}
+    first = feed.take("d0w0")  # one lane while light tests are left
+    assert all(feed.take(w).startswith("l.py") for w in ("d0w1", "d0w2", "d0w3"))
+    second = feed.take("d0w1")  # the second lane
     assert {first.split("[")[0], second.split("[")[0]} == {"h.py::t", "g.py::t"}
-    assert beyond == [None, None]  # h's other cases wait for the one running
-    feed = feeds[True]
-    assert not feed.pending("d0w2")  # so its process ends, as one with no lane free does
-    holder = "d0w0" if first.startswith("h") else "d0w1"
-    assert feed.take(holder).startswith("h.py::t[")  # done with its case: the next one
-    # shown to fill only by presumption, not untried: beyond the lanes at once, as before
-    assert all(t and t.startswith("h.py") for t in taken[False][2:])
+
+
+def test_an_untried_case_waits_for_its_kernel_only_while_its_slot_has_other_work():
+    slots = {f"d0w{i}": "0" for i in range(4)}
+    groups = [["h.py::t[0]"], ["h.py::t[1]"], ["r.py::t"]]  # r: long, shown to share
+    taken = {}
+    for untried in (True, False):
+        feed = Feed(slots)
+        feed.fill(groups, 3, [10, 10, 10], [True, True, False], [True, True, False],
+                  untried=[untried, untried, False])  # fmt: skip
+        assert feed.lanes == {"0": 2}
+        taken[untried] = [feed.take(w) for w in ("d0w0", "d0w1", "d0w2")]
+        assert not feed.pending("d0w3") and feed.take("d0w3") is None
+    # untried: h's second case waits while r is left, then goes to the slot with nothing else
+    # beyond the lanes, rather than leaving it idle (call BA: 4 of 8 slots idle for 270 s while 8
+    # fused_moe cases waited for the one running; xdist ran them together and finished them)
+    assert taken[True] == ["h.py::t[0]", "r.py::t", "h.py::t[1]"]
+    assert taken[False] == ["h.py::t[0]", "h.py::t[1]", "r.py::t"]  # tried: in the second lane
 
 
 def test_a_lane_whose_chain_waits_on_its_kernel_takes_another_devices_untried_work():
@@ -151,7 +158,8 @@ def test_a_lane_whose_chain_waits_on_its_kernel_takes_another_devices_untried_wo
     assert feed.lanes == {"0": 1, "1": 2}
     assert feed.take("d1w0").startswith("h.py::t[")
     assert feed.take("d1w1") == "g.py::t"  # its second lane: h's other case waits for the first
-    assert not feed.pending("d1w2")  # both lanes taken, and h's case waits
+    assert feed.pending("d1w2")  # with nothing else left, beyond the lanes
+    assert feed.take("d1w2").startswith("h.py::t[")
 
 
 def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():
@@ -439,7 +447,7 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said
-    assert "an untried test waits while a case of its kernel runs" in said
+    assert "an untried test waits for a lane while a case of its kernel runs" in said
     # each presumed test's row says so, with no slowed count: none of its attempts had more company
     rows = said[said.index("longest tests") :]
     assert re.search(r"\d s presumed - test_", rows) and "fills 0/0" not in rows

@@ -437,7 +437,12 @@ def plan_command(
         + (
             f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
-            + ("; an untried test waits while a case of its kernel runs" if untried else "")
+            + (
+                "; an untried test waits for a lane while a case of its kernel runs, "
+                "unless a slot has nothing else to do"
+                if untried
+                else ""
+            )
             if warm
             else "by their attempts beside others; tonight's cache is cold: they mostly compile, "
             "on the CPU, which does not take turns, so they run in no chain, and a device starts "

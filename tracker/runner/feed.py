@@ -50,8 +50,9 @@ class Feed:
     one chain per device, balanced by expected time (longest to the least loaded device), and a
     device runs one of them at a time while short tests are left, if it keeps a slot for them. Then
     a chain of presumed ones too long for the run gets more lanes (`_chain`), and a slot with
-    nothing else to do takes a presumed one beyond them. An untried one, in a lane or beyond them,
-    waits while a case of its kernel runs on its device (`_trying`). A device whose chain is done
+    nothing else to do takes a presumed one beyond them. An untried one waits for a lane while a
+    case of its kernel runs on its device (`_trying`), unless a slot has nothing else to do.
+    A device whose chain is done
     takes the longest test left in another device's chain. Within a chain, files begin shortest
     first (their tests take turns on the device, so that finishes the most tests by any time without
     ending later), a file's tests go out in suite order, and a slot keeps to the files it began and
@@ -163,9 +164,9 @@ class Feed:
 
     def _pick(self, chain: list[Filling], taker: str, spare: bool = False) -> Filling | None:
         """The next group of `chain` (with `spare`, of the presumed ones, which may run beyond the
-        lanes; an untried one only while no case of its kernel runs on the device), in suite order,
-        from a file the taker began, else from the file no one began with the shortest group, else
-        from any. A cold GPU night's chain spread over every slot had each process compile each
+        lanes; else an untried one only while no case of its kernel runs on the device), in suite
+        order, from a file the taker began, else from the file no one began with the shortest group,
+        else from any. A cold GPU night's chain spread over every slot had each process compile each
         file's kernels: its 24 dyt cases took 690 s of slot time, against 306 s in one xdist worker,
         where 8 of them took 0.0 s once the file's earlier cases had compiled them (bench/README.md,
         call V). Suite order within a file, because a suite may depend on it: test_mlp's float32
@@ -178,7 +179,7 @@ class Feed:
         device = self.device.get(taker, "")
 
         def fits(g: Filling) -> bool:
-            return (not spare or g.presumed) and not self._trying(g, device)
+            return g.presumed if spare else not self._trying(g, device)
 
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
             if not fits(chain[k]):
@@ -232,12 +233,16 @@ class Feed:
 
     def _trying(self, group: Filling, device: str) -> bool:
         """Whether the group is untried and a case of its kernel (its test function) runs on the
-        device: cases of one kernel need the same of it, so an untried one waits for the other,
-        in a lane or beyond them. Let loose, the untried heavy cases of warm GPU nights started 3
+        device: cases of one kernel need the same of it, so an untried one waits for a lane
+        until the other is done. Let loose, the untried heavy cases of warm GPU nights started 3
         to 7 at once (5 of fused_moe's test_correctness in one), took turns until the run's
         limit cut them all, and slowed every test beside them (calls AO, AR and AS); one lane
         for all untried tests instead, replayed with AR's times, finished 2,454 tests by 240 s
-        against 2,577 (bench/README.md)."""
+        against 2,577 (bench/README.md). A slot with nothing else to do takes one anyway,
+        beyond the lanes (`_presumed`): waiting also beyond them, the 12 cases of fused_moe's
+        test_correctness ran one after another through a whole warm night while 4 of its 8
+        slots were idle for 270 s, and 8 cases never started; xdist ran 6-7 of them at once, 2-4x
+        slower each, and finished all but one (calls BA and BB)."""
         return group.untried and (device, function_of(group.tests[0])) in self.trying.values()
 
     def take(self, taker: str) -> str | None:
@@ -431,9 +436,9 @@ class Feed:
             if not self.filled:
                 return True
             device = self.device.get(taker, "")
-            free = [g for c in self.chains.values() for g in c if not self._trying(g, device)]
-            chained = self._lane_free(device) and bool(free)
-            spare = any(g.presumed for g in free)
+            left = [g for c in self.chains.values() for g in c]
+            chained = self._lane_free(device) and any(not self._trying(g, device) for g in left)
+            spare = any(g.presumed for g in left)
             return bool(
                 self.returned
                 or self.current.get(taker)

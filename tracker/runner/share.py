@@ -21,12 +21,12 @@ with the same company has nothing to compare with; it runs as if it filled the d
 the long tests) until it has: on a GPU, the heavy tests of a first night all had company, and
 letting them share again is what made them take turns. Where the store keeps the cache's state, a
 warm night is stricter: a test no warm night has seen both ways is `untried` and presumed to fill,
-in its device's chain, and waits while a case of its kernel runs (see `Feed`): letting the unknown
-heavy cases of a warm GPU night share put 7 of them on the device at once, where they took turns
-until the run's limit cut them all (calls AR and AS). A filling test never seen alone took turns: on
-a warm night its time alone is estimated as its time / (1 + company). (Judging only against a time
-alone kept most long tests of a busy GPU, which never run alone, filling for good: a chain of 39
-such tests, one at a time, ended a night 250 s after everything else.)
+in its device's chain, and waits for a lane while a case of its kernel runs (see `Feed`): letting
+the unknown heavy cases of a warm GPU night share put 7 of them on the device at once, where they
+took turns until the run's limit cut them all (calls AR and AS). A filling test never seen alone
+took turns: on a warm night its time alone is estimated as its time / (1 + company). (Judging only
+against a time alone kept most long tests of a busy GPU, which never run alone, filling for good: a
+chain of 39 such tests, one at a time, ended a night 250 s after everything else.)
 How tests share a device is learned from runs with a warm compiled-kernel cache where there are
 any, so that compiling is not read as waiting. Expected durations come from runs with the same
 cache state as tonight's: with a cold cache every test also compiles its kernels (3x the time on
