@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import re
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -719,6 +720,20 @@ def test_trends_count_each_run_and_each_kernel(client):
     assert mlp["pass_rate"] == 0.5 and trends["kernels"][0]["pass_rate"] <= 0.5  # lowest first
     page = client.get("/suites/transformers/trends?runner=a2-910b4").text
     assert page.count('<svg class="chart"') == 5 and page.count('<svg class="spark"') >= 4
+    # one run a day: each point is labelled by its day
+    days = [datetime.fromisoformat(n["started_at"]).strftime("%m-%d") for n in nights]
+    assert f">{days[0]}</text>" in page and f"<title>{days[-1]}: " in page
+
+
+def test_runs_that_share_a_day_are_labelled_by_number_on_charts():
+    from tracker.web.svg import run_labels
+
+    def at(day: int, hour: int) -> datetime:
+        return datetime(2026, 12, day, hour)
+
+    assert run_labels([(1, at(1, 1)), (2, at(2, 1))]) == ["12-01", "12-02"]
+    # 11 calls of one day each read "12-02" on the device nights' charts
+    assert run_labels([(1, at(1, 1)), (2, at(2, 1)), (3, at(2, 9))]) == ["run 1", "run 2", "run 3"]
 
 
 def test_search_finds_tests_messages_and_commits_with_filters(client):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from tracker.records import natural_order
@@ -78,6 +79,15 @@ def strip(items: list[dict[str, Any]], size: int = 12, gap: int = 3) -> dict[str
         for i, it in enumerate(items)
     ]
     return {"squares": squares, "size": size, "width": max(1, len(items) * (size + gap) - gap)}
+
+
+def run_labels(runs: Sequence[tuple[int, datetime]]) -> list[str]:
+    """Each run's label on a chart's x axis: its day, or its number where runs share a day (11
+    runs of one day, each labelled "12-02", read as one night drawn 11 times)."""
+    days = [at.date() for _, at in runs]
+    if len(set(days)) == len(days):
+        return [f"{at:%m-%d}" for _, at in runs]
+    return [f"run {run_id}" for run_id, _ in runs]
 
 
 def line_chart(

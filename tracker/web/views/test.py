@@ -37,7 +37,13 @@ def test_page(
     timed = [h for h in found["history"] if h["outcome"] not in NO_TIME]
     longest = max((h["duration"] for h in timed), default=0)
     durations = svg.line_chart(
-        [(f"{h['started_at']:%m-%d}", h["duration"]) for h in timed],
+        list(
+            zip(
+                svg.run_labels([(h["run_id"], h["started_at"]) for h in timed]),
+                [h["duration"] for h in timed],
+                strict=True,
+            )
+        ),
         y_format=seconds,
         unit=60 if longest >= 120 else 1,
     )

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tracker.analysis.report import Scope
-from tracker.analysis.trends import Night
 from tracker.web import svg
 from tracker.web.deps import ScopeDep
 from tracker.web.render import page
@@ -47,25 +46,24 @@ def data(scope: Scope) -> dict[str, Any]:
     }
 
 
-def _label(night: Night) -> str:
-    return night.started_at.strftime("%m-%d")
-
-
 @router.get("/suites/{suite}/trends")
 def trends_page(request: Request, scope: ScopeDep) -> Response:
     found = data(scope)
     nights = found["nights"]
     longest = max((n.seconds or 0 for n in nights), default=0)
+    label = dict(
+        zip(nights, svg.run_labels([(n.run_id, n.started_at) for n in nights]), strict=True)
+    )
     charts = {
         "pass_rate": svg.line_chart(
-            [(_label(n), None if n.pass_rate is None else 100 * n.pass_rate) for n in nights],
+            [(label[n], None if n.pass_rate is None else 100 * n.pass_rate) for n in nights],
             y_max=100,
             y_format="{:.0f}%".format,
         ),
-        "failing": svg.line_chart([(_label(n), n.failing) for n in nights]),
-        "flaky": svg.line_chart([(_label(n), n.flaky) for n in nights]),
+        "failing": svg.line_chart([(label[n], n.failing) for n in nights]),
+        "flaky": svg.line_chart([(label[n], n.flaky) for n in nights]),
         "duration": svg.line_chart(
-            [(_label(n), n.seconds) for n in nights],
+            [(label[n], n.seconds) for n in nights],
             y_format=seconds,
             unit=60 if longest >= 120 else 1,
         ),
