@@ -723,9 +723,15 @@ def test_trends_count_each_run_and_each_kernel(client):
     # one run a day: each point is labelled by its day
     days = [datetime.fromisoformat(n["started_at"]).strftime("%m-%d") for n in nights]
     assert f">{days[0]}</text>" in page and f"<title>{days[-1]}: " in page
+    assert "one point each (its start day below)" in page
 
 
-def test_runs_that_share_a_day_are_labelled_by_number_on_charts():
+def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):
+    from datetime import UTC, timedelta
+
+    from tracker import store
+    from tracker.db import session_scope
+    from tracker.ingest import load_run
     from tracker.web.svg import run_labels
 
     def at(day: int, hour: int) -> datetime:
@@ -734,6 +740,19 @@ def test_runs_that_share_a_day_are_labelled_by_number_on_charts():
     assert run_labels([(1, at(1, 1)), (2, at(2, 1))]) == ["12-01", "12-02"]
     # 11 calls of one day each read "12-02" on the device nights' charts
     assert run_labels([(1, at(1, 1)), (2, at(2, 1)), (3, at(2, 9))]) == ["run 1", "run 2", "run 3"]
+    settings = settings_for(tmp_path)
+    night = tmp_path / "night.xml"
+    night.write_text(junit({"t.py::test_a": ("passed", None)}))
+    noon = datetime.now(UTC).replace(hour=12) - timedelta(days=1)
+    with session_scope(settings.database_url) as session:
+        for hours in (0, 2, 4):  # three runs of one day
+            run = load_run(night, suite="s", runner="r", started_at=noon + timedelta(hours=hours))
+            store.save_run(session, run)
+    client = TestClient(create_app(settings))
+    page = client.get("/suites/s/trends").text
+    assert "one point each (its number below: runs share days)" in page
+    assert ">run 1</text>" in page and "<title>run 3: " in page
+    assert "<title>run 2: " in client.get("/tests/1").text  # its duration, run by run
 
 
 def test_search_finds_tests_messages_and_commits_with_filters(client):

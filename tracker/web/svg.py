@@ -81,11 +81,15 @@ def strip(items: list[dict[str, Any]], size: int = 12, gap: int = 3) -> dict[str
     return {"squares": squares, "size": size, "width": max(1, len(items) * (size + gap) - gap)}
 
 
+def one_a_day(starts: Sequence[datetime]) -> bool:
+    """Whether no two runs share a day: a chart's runs are then labelled by day."""
+    return len({at.date() for at in starts}) == len(starts)
+
+
 def run_labels(runs: Sequence[tuple[int, datetime]]) -> list[str]:
     """Each run's label on a chart's x axis: its day, or its number where runs share a day (11
     runs of one day, each labelled "12-02", read as one night drawn 11 times)."""
-    days = [at.date() for _, at in runs]
-    if len(set(days)) == len(days):
+    if one_a_day([at for _, at in runs]):
         return [f"{at:%m-%d}" for _, at in runs]
     return [f"run {run_id}" for run_id, _ in runs]
 

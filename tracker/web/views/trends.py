@@ -81,4 +81,6 @@ def trends_page(request: Request, scope: ScopeDep) -> Response:
     for k in found["kernels"]:
         rate = {r["run_id"]: r["passed"] / r["ran"] for r in k["runs"] if r["ran"]}
         sparks[k["kernel"]] = svg.sparkline([rate.get(i) for i in order])
-    return page(request, "trends.html", found, {"charts": charts, "sparks": sparks}, "nights")
+    by_day = svg.one_a_day([n.started_at for n in nights])
+    view = {"charts": charts, "sparks": sparks, "by_day": by_day}
+    return page(request, "trends.html", found, view, "nights")
