@@ -36,14 +36,9 @@ def test_page(
     ]
     timed = [h for h in found["history"] if h["outcome"] not in NO_TIME]
     longest = max((h["duration"] for h in timed), default=0)
+    labels = svg.run_labels([(h["run_id"], h["started_at"]) for h in timed])
     durations = svg.line_chart(
-        list(
-            zip(
-                svg.run_labels([(h["run_id"], h["started_at"]) for h in timed]),
-                [h["duration"] for h in timed],
-                strict=True,
-            )
-        ),
+        [(x, h["duration"]) for x, h in zip(labels, timed, strict=True)],
         y_format=seconds,
         unit=60 if longest >= 120 else 1,
     )

@@ -3,12 +3,14 @@ green runs, and each kernel's pass rate, over the window and for one runner or a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tracker.analysis.report import Scope
+from tracker.analysis.trends import Night
 from tracker.web import svg
 from tracker.web.deps import ScopeDep
 from tracker.web.render import page
@@ -51,19 +53,21 @@ def trends_page(request: Request, scope: ScopeDep) -> Response:
     found = data(scope)
     nights = found["nights"]
     longest = max((n.seconds or 0 for n in nights), default=0)
-    label = dict(
-        zip(nights, svg.run_labels([(n.run_id, n.started_at) for n in nights]), strict=True)
-    )
+    labels = svg.run_labels([(n.run_id, n.started_at) for n in nights])
+
+    def series(value: Callable[[Night], float | None]) -> list[tuple[str, float | None]]:
+        return [(x, value(n)) for x, n in zip(labels, nights, strict=True)]
+
     charts = {
         "pass_rate": svg.line_chart(
-            [(label[n], None if n.pass_rate is None else 100 * n.pass_rate) for n in nights],
+            series(lambda n: None if n.pass_rate is None else 100 * n.pass_rate),
             y_max=100,
             y_format="{:.0f}%".format,
         ),
-        "failing": svg.line_chart([(label[n], n.failing) for n in nights]),
-        "flaky": svg.line_chart([(label[n], n.flaky) for n in nights]),
+        "failing": svg.line_chart(series(lambda n: n.failing)),
+        "flaky": svg.line_chart(series(lambda n: n.flaky)),
         "duration": svg.line_chart(
-            [(label[n], n.seconds) for n in nights],
+            series(lambda n: n.seconds),
             y_format=seconds,
             unit=60 if longest >= 120 else 1,
         ),
