@@ -18,6 +18,9 @@ in the same call, each against its lower bound:
   warm ones (the cache kept, nothing to compile), as a GPU runner's first nights with the cache
   kept (bench/README.md, calls AO, AR and AS); xdist runs with the same warm cache; bound: the
   device's 6 s.
+- warmshare: the same nights, but the heavy tests, once compiled, share the device (3 s each
+  of sleep, no lock), as fused_moe's cases shared an H200 (calls BA and BB): untried on the
+  first warm nights, and waiting on each other's kernel; bound: all the warm work / slots.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -100,6 +103,7 @@ def shared(folder: Path, slots: int) -> float:
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
 KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
 HEAVY, HEAVY_COMPILE, HEAVY_WORK, WARM_CHECKPOINTS = 6, 6.0, 1.0, (2, 4, 6, 8)
+HEAVY_SHARE = 3.0  # seconds of a `warmshare` heavy test once compiled, shared well
 COMPILER = """import os, pathlib, time
 
 _compiled = set()
@@ -165,7 +169,8 @@ def compiled(folder: Path, slots: int) -> float:
     return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
 
 
-def warmup(folder: Path, slots: int) -> float:
+def warmup(folder: Path, slots: int, fills: bool = True) -> float:
+    """`fills`: the heavy tests fill the device once compiled (else they share it: `warmshare`)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text(INI)
     (folder / "simulated_device.py").write_text(DEVICE)
@@ -176,16 +181,27 @@ def warmup(folder: Path, slots: int) -> float:
             f"def test_light(i):\n    time.sleep({LIGHT})\n"
         )
     (folder / "test_a_heavy.py").write_text(
-        "import pytest\nimport simulated_device, simulated_kernels\n\n"
+        "import time, pytest\nimport simulated_device, simulated_kernels\n\n"
         f"@pytest.mark.parametrize('i', range({HEAVY}))\n"
         f"def test_heavy(i):\n    simulated_kernels.run(f'h{{i}}', {HEAVY_COMPILE}, cached=True)\n"
-        f"    simulated_device.use({HEAVY_WORK})\n"
+        + (
+            f"    simulated_device.use({HEAVY_WORK})\n"
+            if fills
+            else f"    time.sleep({HEAVY_SHARE})\n"
+        )
     )
-    return HEAVY * HEAVY_WORK
+    if fills:
+        return HEAVY * HEAVY_WORK
+    return max((HEAVY * HEAVY_SHARE + 8 * 50 * LIGHT) / slots, HEAVY_SHARE)
+
+
+def warmshare(folder: Path, slots: int) -> float:
+    """`warmup`'s nights with heavy tests that share the device once compiled."""
+    return warmup(folder, slots, fills=False)
 
 
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
-             "warmup": warmup}  # fmt: skip
+             "warmup": warmup, "warmshare": warmshare}  # fmt: skip
 
 
 def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
@@ -296,7 +312,7 @@ def main() -> None:
                     print(f"| {scenario} | {name} | {n} | - | {run['duration']:.1f} s | - | "
                           f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
                 continue
-            if scenario == "warmup":  # two cold nights, then the first two warm ones
+            if scenario.startswith("warm"):  # two cold nights, then the first two warm ones
                 for n in range(1, 5):
                     wall, run, done = night(
                         Path(src), work, args.slots, cold=n < 3, marks=WARM_CHECKPOINTS
