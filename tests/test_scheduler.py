@@ -172,6 +172,12 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
     env.pop("TRACKER_DATABASE_URL", None)
     web = [sys.executable, "-m", "tracker.cli", "serve", "--no-scheduler", "--workers", "2"]
     logs = [(tmp_path / f"p{i}.log").open("wb") for i in range(3)]
+
+    def process_logs() -> list[str]:
+        """The end of each process's log, with every failure: this test failed once under -n 6
+        on 2 cores, and its output was not kept (session 18)."""
+        return [(tmp_path / f"p{i}.log").read_text()[-1500:] for i in range(3)]
+
     procs = [
         subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=tmp_path)
         for log, command in zip(
@@ -204,8 +210,7 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
             ),
             240,  # ~50 s each with 6 copies of this test at once on 2 cores: room to spare
         )
-        logs_now = [(tmp_path / f"p{i}.log").read_text()[-1500:] for i in range(3)]
-        assert done, ([(r.id, r.status) for r in runs(settings)], logs_now)
+        assert done, ([(r.id, r.status) for r in runs(settings)], process_logs())
     finally:
         for p in procs:
             p.terminate()
@@ -218,23 +223,21 @@ def test_two_scheduler_processes_make_one_run_per_slot(db_url, tmp_path):
                 stuck.append(p.args)
         for log in logs:
             log.close()
-    # what each process said goes with every failure: this test failed once under -n 6 on 2
-    # cores, and its output was not kept (session 18)
-    said = [(tmp_path / f"p{i}.log").read_text()[-1500:] for i in range(3)]
-    assert not stuck, (stuck, said)  # each stops on SIGTERM, a run of its own stored or given up
+    # each stops on SIGTERM, a run of its own stored or given up
+    assert not stuck, (stuck, process_logs())
     with session_scope(settings.database_url) as session:
         slots = session.execute(select(RunSlot)).scalars().all()
         requested = session.execute(select(RunRequest.run_id)).scalars().all()
     started = runs(settings)
-    assert len({s.slot_at for s in slots}) == len(slots), said
+    assert len({s.slot_at for s in slots}) == len(slots), process_logs()
     ran = [r for r in requested if r is not None]
-    assert len(set(ran)) == len(ran), said  # each request ran once, by one scheduler
+    assert len(set(ran)) == len(ran), process_logs()  # each request ran once, by one scheduler
     # no slot or request ran twice; a slot may run not at all: one that found another run going
     # is skipped, and a scheduler stopped between its claim and the run's start leaves it empty
-    assert 3 <= len(started) <= len(slots) + len(ran), (len(slots), ran, said)
+    assert 3 <= len(started) <= len(slots) + len(ran), (len(slots), ran, process_logs())
     for before, after in itertools.pairwise(started):
         if before.finished_at:
-            assert before.finished_at <= after.started_at, (before, after, said)
+            assert before.finished_at <= after.started_at, (before, after, process_logs())
 
 
 def _answers(url: str) -> bool:

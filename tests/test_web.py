@@ -742,7 +742,7 @@ def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):
     assert run_labels([(1, at(1, 1)), (2, at(2, 1)), (3, at(2, 9))]) == ["run 1", "run 2", "run 3"]
     settings = settings_for(tmp_path)
     night = tmp_path / "night.xml"
-    night.write_text(junit({"t.py::test_a": ("passed", None)}))
+    night.write_text(junit({"t.py::test_a": ("passed", None), "t.py::test_b": ("failed", "x")}))
     noon = datetime.now(UTC).replace(hour=12) - timedelta(days=1)
     with session_scope(settings.database_url) as session:
         for hours in (0, 2, 4):  # three runs of one day
@@ -753,6 +753,7 @@ def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):
     assert "one point each (its number below: runs share days)" in page
     assert ">run 1</text>" in page and "<title>run 3: " in page
     assert "<title>run 2: " in client.get("/tests/1").text  # its duration, run by run
+    assert '<a href="/runs/2">run 2 ' in client.get("/suites/s/grid").text  # a column's head
 
 
 def test_search_finds_tests_messages_and_commits_with_filters(client):

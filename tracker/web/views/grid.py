@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tracker.analysis.report import Scope
+from tracker.web import svg
 from tracker.web.deps import ScopeDep
 from tracker.web.render import page
 
@@ -79,4 +80,6 @@ def grid_page(request: Request, scope: ScopeDep) -> Response:
         for k in found["kernels"]
         for t in k["tests"]
     }
-    return page(request, "grid.html", found, {"links": links}, "grid", lambda: rows(found))
+    labels = svg.run_labels([(run["id"], run["started_at"]) for run in found["runs"]])
+    view = {"links": links, "labels": labels}
+    return page(request, "grid.html", found, view, "grid", lambda: rows(found))
