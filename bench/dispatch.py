@@ -21,6 +21,10 @@ in the same call, each against its lower bound:
 - warmshare: the same nights, but the heavy tests, once compiled, share the device (3 s each
   of sleep, no lock), as fused_moe's cases shared an H200 (calls BA and BB): untried on the
   first warm nights, and waiting on each other's kernel; bound: all the warm work / slots.
+- warmpair: the same nights on a device that runs two heavy tests at once at full speed (2 s
+  each, under one of two locks; more than two take turns): three or four at once, each is 1.5-2x
+  slower, which the model reads as filling, though two at a time do twice the work of one, as
+  the H200's heavy cases were 2-4x slower beside 6-7 others (calls BD and BE); bound: 6 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -30,7 +34,9 @@ in the same call, each against its lower bound:
 
 Three nights per source tree (the later ones plan with the earlier ones' history).
 
-    python bench/dispatch.py [before=/tmp/before] after=. [--slots 4] [--only cut]
+    python bench/dispatch.py [before=/tmp/before] after=. [--slots 4] [--only cut] [--nights 3]
+
+(`--nights N`: N nights of each tree; the warm suites run two cold ones, then N - 1 warm.)
 """
 
 from __future__ import annotations
@@ -55,14 +61,28 @@ LIGHT_FILES, LIGHT_PER_FILE, LIGHT = 12, 50, 0.02
 INI = "[pytest]\naddopts = -p no:cacheprovider -p no:schemathesis -p no:hypothesispytest\n"
 DEVICE = """import fcntl, os, time
 
-def use(seconds):  # slices under one exclusive lock: tests that use it together take turns
-    with open(os.environ["DEVICE_LOCK"], "a") as fh:
-        while seconds > 0:
+def use(seconds, units=1):  # slices under one of `units` exclusive locks: more tests than
+    # units, used together, take turns (a device that runs `units` at once at full speed)
+    lock = os.environ["DEVICE_LOCK"]
+    handles = [open(lock if u == 0 else f"{lock}.{u}", "a") for u in range(units)]
+    n = 0
+    while seconds > 0:
+        for fh in handles:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+        else:
+            fh = handles[n % units]
             fcntl.flock(fh, fcntl.LOCK_EX)
-            time.sleep(min(0.05, seconds))
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            seconds -= 0.05
-            time.sleep(0.002)
+        time.sleep(min(0.05, seconds))
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        seconds -= 0.05
+        n += 1
+        time.sleep(0.002)
+    for fh in handles:
+        fh.close()
 """
 
 
@@ -169,8 +189,9 @@ def compiled(folder: Path, slots: int) -> float:
     return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
 
 
-def warmup(folder: Path, slots: int, fills: bool = True) -> float:
-    """`fills`: the heavy tests fill the device once compiled (else they share it: `warmshare`)."""
+def warmup(folder: Path, slots: int, fills: bool = True, units: int = 1) -> float:
+    """`fills`: the heavy tests use the device once compiled, `units` of them at once at full
+    speed (else they share it: `warmshare`)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text(INI)
     (folder / "simulated_device.py").write_text(DEVICE)
@@ -185,7 +206,7 @@ def warmup(folder: Path, slots: int, fills: bool = True) -> float:
         f"@pytest.mark.parametrize('i', range({HEAVY}))\n"
         f"def test_heavy(i):\n    simulated_kernels.run(f'h{{i}}', {HEAVY_COMPILE}, cached=True)\n"
         + (
-            f"    simulated_device.use({HEAVY_WORK})\n"
+            f"    simulated_device.use({HEAVY_WORK * units}, {units})\n"
             if fills
             else f"    time.sleep({HEAVY_SHARE})\n"
         )
@@ -200,8 +221,13 @@ def warmshare(folder: Path, slots: int) -> float:
     return warmup(folder, slots, fills=False)
 
 
+def warmpair(folder: Path, slots: int) -> float:
+    """`warmup`'s nights on a device that runs two heavy tests at once at full speed."""
+    return warmup(folder, slots, units=2)
+
+
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
-             "warmup": warmup, "warmshare": warmshare}  # fmt: skip
+             "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair}  # fmt: skip
 
 
 def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
@@ -312,8 +338,8 @@ def main() -> None:
                     print(f"| {scenario} | {name} | {n} | - | {run['duration']:.1f} s | - | "
                           f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
                 continue
-            if scenario.startswith("warm"):  # two cold nights, then the first two warm ones
-                for n in range(1, 5):
+            if scenario.startswith("warm"):  # two cold nights, then `nights - 1` warm ones
+                for n in range(1, args.nights + 2):
                     wall, run, done = night(
                         Path(src), work, args.slots, cold=n < 3, marks=WARM_CHECKPOINTS
                     )
