@@ -67,6 +67,30 @@ def test_tests_that_took_turns_fill_the_device_and_sleepers_share_it():
     )
 
 
+def test_tests_slowed_less_than_by_turns_share_a_device_that_runs_several_at_once():
+    """Four at once on a device that runs two at full speed: each takes 2x its time alone, not
+    the 4x of strict turns, so together they do twice the work per second of one after another.
+    Judged by 1.5x alone, they filled the device, and ran one after another for good (the CPU
+    proxy `warmpair`: 13.8 s a night against xdist's 10.1 s, bench/README.md)."""
+
+    def nights(together: float, alone: tuple[int, ...] = (0, 1)) -> list[Sample]:
+        first = [Sample(1, f"h.py::t[{i}]", 1, 2.0, PASSED, _at(10 * i), "d0w0") for i in alone]
+        # the other cases first ran in a pair: at full speed, but their quiet time had company
+        pair = [Sample(1, f"h.py::t[{i}]", 1, 2.0, PASSED, _at(50), f"d0w{i}") for i in (2, 3)]
+        crowd = [Sample(2, f"h.py::t[{i}]", 1, together, PASSED, _at(0), f"d0w{i}")
+                 for i in range(4)]  # fmt: skip
+        return first + pair + crowd
+
+    shares = share.learn(nights(4.0))["h.py::t[2]"]
+    assert shares == share.Sharing(alone=2.0, fills=False, busy=2, slowed=0)  # the pair: unjudged
+    # strict turns: 8 s each, four at once, no more done per second than one after another
+    strict = share.learn(nights(8.0))["h.py::t[2]"]
+    assert (strict.fills, strict.busy, strict.slowed) == (True, 2, 2)
+    # only ever seen in pairs and more: nothing says the pair ran at full speed, so 2x reads as
+    # the turns of 4 against 2 (as a device taking turns would give), and the cases fill it
+    assert share.learn(nights(4.0, alone=()))["h.py::t[2]"].fills
+
+
 def test_a_warm_night_after_cold_ones_only_presumes_every_test_fills():
     """Compiling beside others is no evidence of sharing the device once compiled: the first
     warm night on one H200 trusted its cold nights and 7 heavy cases took turns (call AO)."""

@@ -12,7 +12,15 @@ each runner's own history, never from a list:
 - a test's quiet time is the fastest it finished with its least company in recent runs (alone,
   when it ever ran alone);
 - an attempt with at least half a test more company than that which took at least 1.5x its
-  quiet time was slowed by it: the device did not do both at once.
+  quiet time, and at least 1/1.4 of the slowdown strict turns would give it ((1 + its company) /
+  (1 + its least)), was slowed by it: the device did not do both at once. Run together, tests
+  slowed less do 1.4x or more the work per second of one after another: on a device that runs
+  two at once at full speed, four at once each took 2x, and judged filling for that, they ran
+  one after another, 13.8 s a night against xdist's 10.1 s (bench/README.md, `warmpair`);
+- where cases of a test function seen about alone (less than half a test of company) were also
+  seen with more, only theirs are judged: a quiet time that already had company cannot tell a
+  device that ran both at full speed from one that took turns (`warmpair`'s cases first seen in
+  pairs read as slowed beside three, where the cases first seen alone did not).
 
 A test function (its parametrized cases pooled: they run the same kernel) fills its device when at
 least a quarter of its attempts with more company were slowed, and shares it otherwise. One never
@@ -47,6 +55,7 @@ from tracker.records import CRASHED, CUT, INTERRUPTED, LONG, Sample
 
 BUSY = 0.5  # company, in tests, from which an attempt says how the test shares
 SLOWED = 1.5  # time with company / time alone, from which the company slowed it
+FASTER = 1.4  # work per second of tests run together / one after another, from which they share
 
 
 @dataclass(frozen=True)
@@ -160,17 +169,25 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     presume = blind(samples, warm)
     known = warm and any(s.warm is not None for s in samples)  # the store keeps cache state
     company, least, quiet, guess = _alone(judged)
+    evidence: dict[str, list[tuple[float, Sample]]] = defaultdict(list)  # function -> attempts
+    for i, s in enumerate(judged):  # with more company than the test's least: (company, attempt)
+        more = company.get(i, 0.0) >= least.get(s.nodeid, 0.0) + BUSY
+        if more and s.outcome not in (CRASHED, INTERRUPTED):
+            evidence[function_of(s.nodeid)].append((company.get(i, 0.0), s))
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
-    for i, s in enumerate(judged):
-        base = quiet.get(s.nodeid)
-        more = company.get(i, 0.0) >= least.get(s.nodeid, 0.0) + BUSY
-        if not more or s.outcome in (CRASHED, INTERRUPTED):
-            continue
-        fn = function_of(s.nodeid)
-        busy[fn] += 1
-        # cut with company and never finished with less: nothing says it did not take turns
-        slowed[fn] += s.outcome in CUT if base is None else s.duration >= SLOWED * base
+    for fn, attempts in evidence.items():
+        # the cases seen about alone say it better, where they say anything (module docstring)
+        attempts = [a for a in attempts if least.get(a[1].nodeid, BUSY) < BUSY] or attempts
+        for together, s in attempts:
+            busy[fn] += 1
+            base, fewest = quiet.get(s.nodeid), least.get(s.nodeid, 0.0)
+            if base is None:  # cut with company and never finished with less: nothing says it
+                slowed[fn] += s.outcome in CUT  # did not take turns
+                continue
+            turns = (1 + together) / (1 + fewest)  # its slowdown, had they taken turns
+            bar = SLOWED if s.outcome in CUT else max(SLOWED, turns / FASTER)  # cut: at least so
+            slowed[fn] += s.duration >= bar * base
     guessed = {function_of(n) for n in guess}
     *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm), typical=True)
     out: dict[str, Sharing] = {}
