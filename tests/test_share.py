@@ -88,7 +88,9 @@ def test_tests_slowed_less_than_by_turns_share_a_device_that_runs_several_at_onc
     assert (strict.fills, strict.busy, strict.slowed) == (True, 2, 2)
     # only ever seen in pairs and more: nothing says the pair ran at full speed, so 2x reads as
     # the turns of 4 against 2 (as a device taking turns would give), and the cases fill it
-    assert share.learn(nights(4.0, alone=()))["h.py::t[2]"].fills
+    paired = share.learn(nights(4.0, alone=()))["h.py::t[2]"]
+    assert paired.fills and paired.turns  # its time alone: 2.0 / 2 and 4.0 / 4, as if in turns
+    assert paired.alone == 1.0 and not shares.turns
 
 
 def test_a_warm_night_after_cold_ones_only_presumes_every_test_fills():
@@ -472,6 +474,10 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said
     assert "an untried test waits for a lane while a case of its kernel runs" in said
+    # the fills started together (one file per slot): never seen about alone, each is expected
+    # at its time / (1 + its company), a guess the plan owns up to
+    assert planned["alone_as_turns"] >= 1
+    assert "fill their device never seen about alone, each expected at its time" in said
     # each presumed test's row says so, with no slowed count: none of its attempts had more company
     rows = said[said.index("longest tests") :]
     assert re.search(r"\d s presumed - test_", rows) and "fills 0/0" not in rows

@@ -386,6 +386,7 @@ def plan_command(
             "slowed": [sharing[n].slowed, sharing[n].busy] if n in sharing else None,
             "presumed": sharing[n].presumed if n in sharing else False,
             "untried": sharing[n].untried if n in sharing else False,
+            "turns": sharing[n].turns if n in sharing else False,
         }
         for n in long
     ]
@@ -394,6 +395,7 @@ def plan_command(
     # long tests planned warm at a cold night's time: no warm night ran them
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
+    turns = sum(1 for t in tests if t["turns"] and t["sharing"] == "fills")
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
                           "kernel_cache": cache,
@@ -401,7 +403,8 @@ def plan_command(
                           "done_by_minute": by_minute, "long_tests": tests,
                           "filling_at_once": predicted.lanes,
                           "without_history": unknown, "cut_tests": cut,
-                          "without_warm_time": compiling}))  # fmt: skip
+                          "without_warm_time": compiling,
+                          "alone_as_turns": turns}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
     prose(
@@ -424,6 +427,14 @@ def plan_command(
             f"; {plural(compiling, 'long test')} with no warm night yet, expected at a cold "
             "night's time, compiling included, so the end may come sooner"
             if compiling
+            else ""
+        )
+        + (
+            f"; {plural(turns, 'long test')} that fill their device never seen about alone, "
+            "each expected at its time beside others / (1 + their number), as if they had taken "
+            "turns; sharing the device instead, they take longer (mixtralexperts: expected "
+            "23-33 s, 186-265 s beside 7 others: bench/README.md), so the end may come later"
+            if turns
             else ""
         ),
     )

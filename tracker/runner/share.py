@@ -67,6 +67,7 @@ class Sharing:
     busy: int = 0  # its function's attempts with company
     slowed: int = 0  # of which slowed
     untried: bool = False  # a warm night, and no warm one compared it with and without company
+    turns: bool = False  # `alone` is its time beside others / (1 + them): never seen about alone
 
     @property
     def presumed(self) -> bool:
@@ -199,6 +200,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
         untried = presume or (known and not busy[fn])
         if untried and not fills:
             fills, evidence = True, (0, 0)  # presumed
-        alone = (guess_tonight.get(nodeid) if fills and warm else None) or quiet_tonight.get(nodeid)
-        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried)
+        turns = guess_tonight.get(nodeid) if fills and warm else None
+        alone = turns or quiet_tonight.get(nodeid)
+        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried, turns=bool(turns))
     return out
