@@ -211,7 +211,7 @@ def warmup(folder: Path, slots: int, fills: bool = True, units: int = 1) -> floa
             else f"    time.sleep({HEAVY_SHARE})\n"
         )
     )
-    if fills:
+    if fills:  # HEAVY_WORK * units each, `units` at once
         return HEAVY * HEAVY_WORK
     return max((HEAVY * HEAVY_SHARE + 8 * 50 * LIGHT) / slots, HEAVY_SHARE)
 

@@ -395,7 +395,7 @@ def plan_command(
     # long tests planned warm at a cold night's time: no warm night ran them
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
-    turns = sum(1 for t in tests if t["turns"] and t["sharing"] == "fills")
+    turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
                           "kernel_cache": cache,

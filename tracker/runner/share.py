@@ -170,24 +170,25 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     presume = blind(samples, warm)
     known = warm and any(s.warm is not None for s in samples)  # the store keeps cache state
     company, least, quiet, guess = _alone(judged)
-    evidence: dict[str, list[tuple[float, Sample]]] = defaultdict(list)  # function -> attempts
-    for i, s in enumerate(judged):  # with more company than the test's least: (company, attempt)
-        more = company.get(i, 0.0) >= least.get(s.nodeid, 0.0) + BUSY
-        if more and s.outcome not in (CRASHED, INTERRUPTED):
-            evidence[function_of(s.nodeid)].append((company.get(i, 0.0), s))
+    # function -> its attempts with more company than the test's least: (company, least, attempt)
+    compared: dict[str, list[tuple[float, float, Sample]]] = defaultdict(list)
+    for i, s in enumerate(judged):
+        together, fewest = company.get(i, 0.0), least.get(s.nodeid, 0.0)
+        if together >= fewest + BUSY and s.outcome not in (CRASHED, INTERRUPTED):
+            compared[function_of(s.nodeid)].append((together, fewest, s))
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
-    for fn, attempts in evidence.items():
+    for fn, attempts in compared.items():
         # the cases seen about alone say it better, where they say anything (module docstring)
-        attempts = [a for a in attempts if least.get(a[1].nodeid, BUSY) < BUSY] or attempts
-        for together, s in attempts:
+        attempts = [a for a in attempts if least.get(a[2].nodeid, BUSY) < BUSY] or attempts
+        for together, fewest, s in attempts:
             busy[fn] += 1
-            base, fewest = quiet.get(s.nodeid), least.get(s.nodeid, 0.0)
+            base = quiet.get(s.nodeid)
             if base is None:  # cut with company and never finished with less: nothing says it
                 slowed[fn] += s.outcome in CUT  # did not take turns
                 continue
-            turns = (1 + together) / (1 + fewest)  # its slowdown, had they taken turns
-            bar = SLOWED if s.outcome in CUT else max(SLOWED, turns / FASTER)  # cut: at least so
+            in_turns = (1 + together) / (1 + fewest)  # its slowdown, had they taken turns
+            bar = SLOWED if s.outcome in CUT else max(SLOWED, in_turns / FASTER)  # cut: at least
             slowed[fn] += s.duration >= bar * base
     guessed = {function_of(n) for n in guess}
     *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm), typical=True)
@@ -200,7 +201,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
         untried = presume or (known and not busy[fn])
         if untried and not fills:
             fills, evidence = True, (0, 0)  # presumed
-        turns = guess_tonight.get(nodeid) if fills and warm else None
-        alone = turns or quiet_tonight.get(nodeid)
-        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried, turns=bool(turns))
+        guessed_alone = guess_tonight.get(nodeid) if fills and warm else None
+        alone = guessed_alone or quiet_tonight.get(nodeid)
+        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried, turns=bool(guessed_alone))
     return out
