@@ -122,6 +122,20 @@ def test_a_slot_joins_a_stretch_at_a_kernel_boundary():
     assert [one.take("w0"), one.take("w1")] == ["k.py::test_a[0]", "k.py::test_a[4]"]
 
 
+def test_a_slot_goes_on_with_its_kernel_before_it_takes_a_chains_lane():
+    """The chain's lane waits for the end of the kernel the slot is in: another slot taking
+    that kernel's next cases tunes it again (test_mlp on one H200, call BD)."""
+    feed = Feed({"w0": "0", "w1": "0", "w2": "0"})
+    short = [[f"m.py::test_k[{i}]"] for i in range(3)] + [["m.py::test_j[0]"], ["n.py::t"]]
+    feed.fill([["f.py::a"], ["g.py::b"], *short], ranked=2, weights=[30, 20], fills=[True] * 2)
+    assert feed.take("w0") == "g.py::b"  # the chain's lane, at once, shortest first
+    assert feed.take("w1") == "m.py::test_k[0]"
+    feed.give_back("w0", [])  # b is done and w0's process ended: the lane is free
+    assert feed.take("w1") == "m.py::test_k[1]"  # not the lane: test_k[1] follows test_k[0]
+    assert feed.take("w1") == "m.py::test_k[2]"
+    assert feed.take("w1") == "f.py::a"  # the kernel's cases done: the lane
+
+
 def test_a_kernels_long_cases_stay_with_the_slot_that_began_it_until_stolen():
     """A process compiles and tunes a kernel (test function) once: another slot takes another
     kernel's cases, and one of the first only with nothing else left, the last in suite order."""

@@ -42,7 +42,8 @@ class Feed:
     left 2,000 short ones waiting for three minutes: bench/README.md). The short tests go out
     in suite order, in stretches: a slot carries on with the group after its last one while no
     one else has taken it, so a file's tests share one process's module fixtures and compiled
-    kernels instead of each process compiling every kernel. A slot that needs a new place
+    kernels instead of each process compiling every kernel (a kernel's next case comes before a
+    chain's lane: `_same_kernel`). A slot that needs a new place
     starts at the longest free stretch, at the kernel boundary nearest its middle when another
     slot is already heading into it (xdist's worksteal, one test at a time: `_split`).
 
@@ -269,7 +270,8 @@ class Feed:
         if self.returned:
             return self.returned.popleft()
         device = self.device.get(taker, "")
-        if (chained := self._next_filling(taker)) is not None:
+        carry = self._same_kernel(taker)
+        if carry is None and (chained := self._next_filling(taker)) is not None:
             self.filling[taker] = device
             return self._hand(taker, chained)
         while self.head < len(self.groups) and not self.free[self.head]:
@@ -282,8 +284,10 @@ class Feed:
         crowded = self._crowded(device)
         due = spread and not crowded and self._due(device)
         long_next = self.head < self.ranked and (due or not self.short_free)
-        mine = self._mine(taker) if long_next else []  # (not on every take: a hot path)
-        if mine:
+        mine = self._mine(taker) if long_next and carry is None else []  # (a hot path)
+        if carry is not None:
+            i = carry
+        elif mine:
             i = mine[-1] if crowded else self._same_file(taker, mine)
         elif self.head < self.ranked and not self.short_free:
             i = self._steal()
@@ -303,6 +307,19 @@ class Feed:
             self.short_free -= 1
         self.after[taker] = i + 1
         return deque(self.groups[i])
+
+    def _same_kernel(self, taker: str) -> int | None:
+        """The short group after the taker's last one, if free and of the same kernel (test
+        function): the taker goes on with it before it takes a chain's lane, which another slot
+        can take. A process tunes each kernel it runs once: on one H200 (call BD) a slot left
+        test_mlp's llamamlp after its float32 cases for a lane, and two others took its bfloat16
+        and float16 cases, tuning each of the three shapes again, 45-63 s and 25-28 s a case
+        beside 7 long tests, where xdist's one worker took 0.1-1.0 s a case once its float32
+        cases had tuned them (call BE)."""
+        i = self.after.get(taker, -1)
+        if not (self.ranked < i < len(self.groups) and self.free[i]):
+            return None
+        return i if function_of(self.groups[i][0]) == function_of(self.groups[i - 1][0]) else None
 
     def _hand(self, taker: str, group: Filling) -> deque[str]:
         self.handed += group.seconds
