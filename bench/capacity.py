@@ -74,7 +74,7 @@ def phase(nodeid: str, count: int, root: Path, env: dict, work: Path, limit: flo
         gpu.terminate()
         out, _ = gpu.communicate()
         use = [float(v) for v in out.split() if v.replace(".", "", 1).isdigit()]
-    took = [t for log in logs if (t := times(log)) is not None]
+    took = [] if cut else [t for log in logs if (t := times(log)) is not None]
     return {"nodeid": nodeid, "count": count, "times": took, "cut": cut, "wall": round(wall, 1),
             "gpu": round(mean(use), 1) if use else None}  # fmt: skip
 
@@ -104,15 +104,18 @@ def main() -> None:
                             min(args.phase_limit, left))  # fmt: skip
                 row["cold"] = k == 0
                 rows.append(row)
-                mark = ">" if row["cut"] else ""
                 took = row["times"]
-                if count == 1 and k > 0 and took and not row["cut"]:
+                if count == 1 and k > 0 and took:
                     alone = took[0] if alone is None else min(alone, took[0])
-                serial = f"{count * alone / max(took):.2f}" if alone and took and k > 1 else "-"
+                # cut: every copy ran the whole phase, unfinished (lower bounds)
+                end = row["wall"] if row["cut"] else max(took, default=0.0)
+                serial = f"{count * alone / end:.2f}" if alone and end and k > 1 else "-"
+                shown = f"> {row['wall']:.1f} each" if row["cut"] else " / ".join(
+                    f"{t:.1f}" for t in sorted(took))  # fmt: skip
                 label = "cold" if k == 0 else "warm"
-                print(f"| {nodeid.split('/')[-1]} ({label}) | {count} | "
-                      f"{mark}{' / '.join(f'{t:.1f}' for t in sorted(took)) or '-'} | "
-                      f"{row['gpu'] if row['gpu'] is not None else '-'} % | {serial} |",
+                print(f"| {nodeid.split('/')[-1]} ({label}) | {count} | {shown or '-'} | "
+                      f"{row['gpu'] if row['gpu'] is not None else '-'} % | "
+                      f"{'< ' if row['cut'] and serial != '-' else ''}{serial} |",
                       flush=True)  # fmt: skip
                 (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
 
