@@ -93,6 +93,28 @@ def test_tests_slowed_less_than_by_turns_share_a_device_that_runs_several_at_onc
     assert paired.alone == 1.0 and not shares.turns
 
 
+def test_a_little_more_company_says_nothing_of_sharing():
+    """Beside 6 long tests instead of 5, strict turns slow a test by 7/6 only, within a night's
+    noise, so the 1.5x bar could never call it slowed: on one H200 fused_moe's cases, seen only
+    so, were judged to share and ran 7 at once beside the chain's lane, though alone or several
+    at once they take strict turns there (bench/capacity.py: 28 s alone, 57 s each two at once,
+    113 s each four at once). An attempt counts once turns would at least double its time."""
+
+    def night(run: int, seconds: float, company: int) -> list[Sample]:
+        return [
+            Sample(run, "m.py::test_moe[0]", 1, seconds, PASSED, _at(100 * run), "d0w0"),
+            *(Sample(run, f"o.py::t[{run}-{i}]", 1, seconds, PASSED, _at(100 * run),
+                     f"d0w{i + 1}") for i in range(company)),
+        ]  # fmt: skip
+
+    crowded = share.learn([*night(1, 168.0, 5), *night(2, 196.0, 6)])["m.py::test_moe[0]"]
+    assert (crowded.fills, crowded.busy) == (True, 0)  # never seen about alone: as if in turns
+    assert crowded.presumed and crowded.turns and crowded.alone == 28.0
+    # beside one other test against alone, turns would double it: that attempt says
+    pair = share.learn([*night(1, 28.0, 0), *night(2, 56.0, 1)])["m.py::test_moe[0]"]
+    assert (pair.fills, pair.busy, pair.slowed) == (True, 1, 1)
+
+
 def test_a_warm_night_after_cold_ones_only_presumes_every_test_fills():
     """Compiling beside others is no evidence of sharing the device once compiled: the first
     warm night on one H200 trusted its cold nights and 7 heavy cases took turns (call AO)."""

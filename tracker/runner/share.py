@@ -11,12 +11,18 @@ each runner's own history, never from a list:
   long test beside it all along);
 - a test's quiet time is the fastest it finished with its least company in recent runs (alone,
   when it ever ran alone);
-- an attempt with at least half a test more company than that which took at least 1.5x its
-  quiet time, and at least 1/1.4 of the slowdown strict turns would give it ((1 + its company) /
-  (1 + its least)), was slowed by it: the device did not do both at once. Run together, tests
-  slowed less do 1.4x or more the work per second of one after another: on a device that runs
-  two at once at full speed, four at once each took 2x, and judged filling for that, they ran
-  one after another, 13.8 s a night against xdist's 10.1 s (bench/README.md, `warmpair`);
+- an attempt with enough more company than that for strict turns to at least double its time
+  ((1 + its company) / (1 + its least) >= 2) says how the test shares; with less, the slowdown
+  turns would give it is within a night's noise: fused_moe's cases, seen only beside 4-7 long
+  tests on one H200, were judged to share for want of a 1.5x slowdown beside 6 instead of 5
+  (at most 7/6 in turns), ran 6-7 at once, and took turns there, as they do alone: 2 and 4
+  copies at once ran 0.98-1.00x as fast as one after another (bench/capacity.py);
+- such an attempt that took at least 1.5x its quiet time, and at least 1/1.4 of the slowdown
+  strict turns would give it, was slowed by it: the device did not do both at once. Run
+  together, tests slowed less do 1.4x or more the work per second of one after another: on a
+  device that runs two at once at full speed, four at once each took 2x, and judged filling
+  for that, they ran one after another, 13.8 s a night against xdist's 10.1 s (bench/README.md,
+  `warmpair`);
 - where cases of a test function seen about alone (less than half a test of company) were also
   seen with more, only theirs are judged: a quiet time that already had company cannot tell a
   device that ran both at full speed from one that took turns (`warmpair`'s cases first seen in
@@ -56,6 +62,7 @@ from tracker.records import CRASHED, CUT, INTERRUPTED, LONG, Sample
 BUSY = 0.5  # company, in tests, from which an attempt says how the test shares
 SLOWED = 1.5  # time with company / time alone, from which the company slowed it
 FASTER = 1.4  # work per second of tests run together / one after another, from which they share
+TELLS = 2.0  # the slowdown strict turns would give an attempt, from which it says anything
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,7 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
     compared: dict[str, list[tuple[float, float, Sample]]] = defaultdict(list)
     for i, s in enumerate(judged):
         together, fewest = company.get(i, 0.0), least.get(s.nodeid, 0.0)
-        if together >= fewest + BUSY and s.outcome not in (CRASHED, INTERRUPTED):
+        if 1 + together >= TELLS * (1 + fewest) and s.outcome not in (CRASHED, INTERRUPTED):
             compared[function_of(s.nodeid)].append((together, fewest, s))
     busy: dict[str, int] = defaultdict(int)  # per function: attempts with more company
     slowed: dict[str, int] = defaultdict(int)  # of which slowed, against the quiet time
