@@ -4,14 +4,17 @@ process of its own (as N slots would run N such tests), on the device machine.
     python3 bench/capacity.py --root .device/liger_kernel-0.8.5 --counts 1,1,2,4,8 NODEID ...
 
 The first count of each test compiles its kernels (Triton's cache starts empty, in a folder of
-this script's own); the later ones find them compiled, as a warm night does, but each process
-still tunes them (Triton keeps autotuning results in the process). A row gives the copies'
-times (setup + call + teardown, from each process's report log), the mean GPU utilisation
-while they ran (`nvidia-smi`, every 0.5 s) and `x serial`: how much faster the N copies ended
-than N runs of the warm test alone one after another would (1.0: they took turns on the device;
-N: none slowed the others). That is what `share.learn` guesses from company counts on a night.
-`--phase-limit` stops a row's copies after that many seconds (their times are then lower bounds,
-marked `>`); `--deadline` skips the rows that would start after it.
+this script's own, unless another test compiled them); the later ones find them compiled, as a
+warm night does, but each process still tunes them (Triton keeps autotuning results in the
+process). A row gives the copies' times (setup + call + teardown, from each process's report
+log), the mean GPU utilisation while they ran (`nvidia-smi`, every 0.5 s) and `x serial`: how
+much faster the N copies ended than N runs of the warm test alone one after another would (1.0:
+they took turns on the device; N: none slowed the others), what `share.learn` guesses from the
+company counts of a night. `--mix "A=1;B=7"` adds a row after them: 1 copy of A and 7 of B at
+once (a heavy test beside light files, as a chain's lane beside the short tests), each one's
+times. All rows share one Triton cache. `--phase-limit` stops a row's copies after that many
+seconds (their times are then lower bounds, marked `>`); `--deadline` skips the rows that would
+start after it.
 """
 
 from __future__ import annotations
@@ -49,16 +52,19 @@ def sample_gpu() -> subprocess.Popen | None:
         return None
 
 
-def phase(nodeid: str, count: int, root: Path, env: dict, work: Path, limit: float) -> dict:
-    """`count` copies of the test at once; their times, the GPU's mean use, the wall time."""
-    logs = [work / f"{time.monotonic_ns()}-{i}.jsonl" for i in range(count)]
+def phase(runs: dict[str, int], root: Path, env: dict, work: Path, limit: float) -> dict:
+    """Copies of tests at once (`runs`: test -> copies): each test's copies' times, the GPU's
+    mean use, the wall time."""
+    logs = {n: [work / f"{time.monotonic_ns()}-{k}-{i}.jsonl" for i in range(c)]
+            for k, (n, c) in enumerate(runs.items())}  # fmt: skip
     gpu = sample_gpu()
     start = time.monotonic()
-    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     procs = [
-        subprocess.Popen([*pytest, f"--report-log={log}"], cwd=root, env=env, **quiet)
-        for log in logs
+        subprocess.Popen([*pytest, nodeid, f"--report-log={log}"], cwd=root, env=env, **quiet)
+        for nodeid, own in logs.items()
+        for log in own
     ]
     cut = False
     for p in procs:
@@ -74,50 +80,62 @@ def phase(nodeid: str, count: int, root: Path, env: dict, work: Path, limit: flo
         gpu.terminate()
         out, _ = gpu.communicate()
         use = [float(v) for v in out.split() if v.replace(".", "", 1).isdigit()]
-    took = [] if cut else [t for log in logs if (t := times(log)) is not None]
-    return {"nodeid": nodeid, "count": count, "times": took, "cut": cut, "wall": round(wall, 1),
+    took = {n: [] if cut else [t for log in own if (t := times(log)) is not None]
+            for n, own in logs.items()}  # fmt: skip
+    return {"runs": runs, "times": took, "cut": cut, "wall": round(wall, 1),
             "gpu": round(mean(use), 1) if use else None}  # fmt: skip
+
+
+def row_text(label: str, row: dict, alone: float | None, count: int) -> str:
+    """A table row; `alone`, for rows of one test: its warm time alone, for `x serial`."""
+    took = [t for own in row["times"].values() for t in own]
+    # cut: every copy ran the whole phase, unfinished (lower bounds)
+    end = row["wall"] if row["cut"] else max(took, default=0.0)
+    serial = f"{count * alone / end:.2f}" if alone and end and count > 1 else "-"
+    shown = f"> {row['wall']:.1f} each" if row["cut"] else "; ".join(
+        " / ".join(f"{t:.1f}" for t in sorted(own)) for own in row["times"].values())  # fmt: skip
+    gpu = f"{row['gpu']} %" if row["gpu"] is not None else "-"
+    bound = "< " if row["cut"] and serial != "-" else ""
+    return f"| {label} | {count or '-'} | {shown or '-'} | {gpu} | {bound}{serial} |"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("nodeids", nargs="+")
+    parser.add_argument("nodeids", nargs="*")
     parser.add_argument("--root", type=Path, required=True, help="the suite's folder")
     parser.add_argument("--counts", default="1,1,2,4,8", help="copies at once, row by row")
+    parser.add_argument(
+        "--mix", action="append", default=[], help='after the rows: "A=1;B=7", tests at once'
+    )
     parser.add_argument("--phase-limit", type=float, default=300.0)
     parser.add_argument("--deadline", type=float, default=560.0, help="seconds from the start")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     args = parser.parse_args()
     began = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     print("| test | copies | times (s) | GPU use | x serial |\n| --- | ---: | --- | ---: | ---: |")
+    plan = [({n: int(c)}, k) for n in args.nodeids for k, c in enumerate(args.counts.split(","))]
+    for mix in args.mix:
+        plan.append(({n: int(c) for n, c in (part.rsplit("=", 1) for part in mix.split(";"))}, 2))
     with tempfile.TemporaryDirectory() as tmp:
-        for nodeid in args.nodeids:
-            env = {**os.environ, "TRITON_CACHE_DIR": f"{tmp}/triton-{len(rows)}"}
-            alone = None
-            for k, count in enumerate(int(c) for c in args.counts.split(",")):
-                left = args.deadline - (time.monotonic() - began)
-                if left < 10:
-                    break
-                row = phase(nodeid, count, args.root, env, Path(tmp),
-                            min(args.phase_limit, left))  # fmt: skip
-                row["cold"] = k == 0
-                rows.append(row)
-                took = row["times"]
-                if count == 1 and k > 0 and took:
-                    alone = took[0] if alone is None else min(alone, took[0])
-                # cut: every copy ran the whole phase, unfinished (lower bounds)
-                end = row["wall"] if row["cut"] else max(took, default=0.0)
-                serial = f"{count * alone / end:.2f}" if alone and end and k > 1 else "-"
-                shown = f"> {row['wall']:.1f} each" if row["cut"] else " / ".join(
-                    f"{t:.1f}" for t in sorted(took))  # fmt: skip
-                label = "cold" if k == 0 else "warm"
-                print(f"| {nodeid.split('/')[-1]} ({label}) | {count} | {shown or '-'} | "
-                      f"{row['gpu'] if row['gpu'] is not None else '-'} % | "
-                      f"{'< ' if row['cut'] and serial != '-' else ''}{serial} |",
-                      flush=True)  # fmt: skip
-                (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
+        env = {**os.environ, "TRITON_CACHE_DIR": f"{tmp}/triton"}  # one cache, as a night's
+        alone: dict[str, float] = {}
+        for runs, k in plan:
+            left = args.deadline - (time.monotonic() - began)
+            if left < 10:
+                break
+            row = phase(runs, args.root, env, Path(tmp), min(args.phase_limit, left))
+            row["cold"] = k == 0
+            rows.append(row)
+            ((nodeid, count),) = runs.items() if len(runs) == 1 else ((None, 0),)
+            if count == 1 and k > 0 and row["times"][nodeid]:
+                alone[nodeid] = min(alone.get(nodeid, float("inf")), row["times"][nodeid][0])
+            label = " + ".join(f"{n.split('/')[-1]}" + (f" x {c}" if len(runs) > 1 else "")
+                               for n, c in runs.items())  # fmt: skip
+            label += "" if len(runs) > 1 else " (cold)" if k == 0 else " (warm)"
+            print(row_text(label, row, alone.get(nodeid), count), flush=True)
+            (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

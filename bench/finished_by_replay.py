@@ -11,8 +11,10 @@ By default there is no model of contention: each test takes the time it took bes
 night's company, whatever company the replay gives it. `--contention` lets the tests that every
 warm night in the database shows filling their device take strict turns there (`shared_replay`):
 it judged AU's plan with AV's times within 4 tests at 180-240 s, where the default was 18-32
-off, but neither shows AV's own loss from AU's times (bench/README.md, calls AW-AY). Replayed
-without it, call AF's own plan (history: AE) gave 1,641 / 2,366 / 2,419 / 2,501 / 2,579 tests by
+off, but neither shows AV's own loss from AU's times (bench/README.md, calls AW-AY). `--heavy S`
+lets every test whose typical warm time is S s or more take strict turns instead, the same tests
+whatever tree plans (on one H200 the heavy tests do: bench/capacity.py). Replayed without
+either, call AF's own plan (history: AE) gave 1,641 / 2,366 / 2,419 / 2,501 / 2,579 tests by
 60-300 s against 1,571 / 2,353 / 2,414 / 2,510 / 2,578 measured, and the same 2,596 by 540 s.
 `--in-process` times each test by whether its slot has run its function before (on a cold night
 the first case compiles the kernels; warm, it tunes them), from the nights with the replayed
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import heapq
 from collections import defaultdict
 from inspect import signature
 from statistics import median
@@ -51,6 +54,17 @@ def in_process(samples: list) -> tuple[dict[str, float], dict[str, float]]:
         times[key in seen][s.nodeid].append(s.duration)
         seen.add(key)
     return tuple({n: median(v) for n, v in t.items()} for t in times)  # type: ignore[return-value]
+
+
+def heavy(samples: list, seconds: float) -> set[str]:
+    """The tests whose typical first attempt on warm nights took `seconds` or more: on one H200
+    every such test measured took strict turns, alone or several at once (bench/capacity.py).
+    The same set for every tree replayed, unlike `filling`, which is the tree's own judgement."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.warm and s.number == 1 and s.outcome not in CUT:
+            times[s.nodeid].append(s.duration)
+    return {n for n, t in times.items() if median(t) >= seconds}
 
 
 def filling(samples: list) -> set[str]:
@@ -131,9 +145,19 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=19.0)
     parser.add_argument("--warm", action="store_true", help="plan a warm night (default cold)")
     parser.add_argument(
+        "--heavy",
+        type=float,
+        help="the tests whose typical warm time is this many seconds or more take strict turns",
+    )
+    parser.add_argument(
         "--contention",
         action="store_true",
         help="filling tests of a device take strict turns (`shared_replay`)",
+    )
+    parser.add_argument(
+        "--shortest-first",
+        action="store_true",
+        help="no plan: the night's times, shortest first (about the most any order finishes)",
     )
     parser.add_argument(
         "--in-process",
@@ -149,6 +173,10 @@ def main() -> None:
         if s.number == 1:
             cut = s.outcome in CUT
             took[s.nodeid] = max(s.duration * 1.05, took.get(s.nodeid, 0.0)) if cut else s.duration
+    if args.shortest_first:
+        slots = args.slots * args.devices
+        report(shortest_first([took.get(n, 0.0) for n in nodeids], slots, args.start))
+        return
     history = [s for s in samples if s.run in args.history]
     cache = {"warm": args.warm} if "warm" in signature(plan.estimates).parameters else {}
     learned = share.first_attempts(history, args.warm), share.learn(history, args.warm)
@@ -166,10 +194,24 @@ def main() -> None:
         return expected[nodeid].seconds if took_here is None else took_here
 
     ran: dict[str, set[str]] = {name: set() for name in slots}  # functions run in each slot
-    shared = turns(samples, args.times, filling(samples)) if args.contention else {}
-    ends = sorted(shared_replay(feed, slots, args.start, seconds, shared))
-    marks = range(60, 541, 60)
-    print(" | ".join(f"{t} s: {bisect.bisect_right(ends, t):,}" for t in marks))
+    fillers = heavy(samples, args.heavy) if args.heavy else filling(samples)
+    shared = turns(samples, args.times, fillers) if args.contention or args.heavy else {}
+    report(shared_replay(feed, slots, args.start, seconds, shared))
+
+
+def shortest_first(seconds: list[float], slots: int, start: float) -> list[float]:
+    """Each test's end, handed out shortest first to whichever slot is free first: with fixed
+    times, on one slot no order finishes more tests by any minute, and on several few do."""
+    free, ends = [start] * slots, []
+    for took in sorted(seconds):
+        ends.append(heapq.heappop(free) + took)
+        heapq.heappush(free, ends[-1])
+    return ends
+
+
+def report(ends: list[float]) -> None:
+    ends = sorted(ends)
+    print(" | ".join(f"{t} s: {bisect.bisect_right(ends, t):,}" for t in range(60, 541, 60)))
     print(f"last test ends at {ends[-1]:.0f} s; {len(ends):,} tests")
 
 

@@ -432,8 +432,8 @@ def plan_command(
         + (
             f"; {plural(turns, 'long test')} that fill their device never seen about alone, "
             "each expected at its time beside others / (1 + their number), as if they had taken "
-            "turns; sharing the device instead, they take longer (mixtralexperts: expected "
-            "23-33 s, 186-265 s beside 7 others: bench/README.md), so the end may come later"
+            "turns (one H200's heavy tests do: such guesses were 0.6-1.3x their times alone, "
+            "bench/README.md); if they share the device instead, the end may come later"
             if turns
             else ""
         ),
