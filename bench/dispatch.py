@@ -23,8 +23,9 @@ in the same call, each against its lower bound:
   first warm nights, and waiting on each other's kernel; bound: all the warm work / slots.
 - warmpair: the same nights on a device that runs two heavy tests at once at full speed (2 s
   each, under one of two locks; more than two take turns): three or four at once, each is 1.5-2x
-  slower, which the model reads as filling, though two at a time do twice the work of one, as
-  the H200's heavy cases were 2-4x slower beside 6-7 others (calls BD and BE); bound: 6 s.
+  slower, which the model reads as filling, though two at a time do twice the work of one (calls
+  BD and BE read the H200's heavy cases so; measured, they take strict turns: calls BF-BH);
+  bound: 6 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
