@@ -96,7 +96,7 @@ def test_tests_slowed_less_than_by_turns_share_a_device_that_runs_several_at_onc
 def test_a_little_more_company_says_nothing_of_sharing():
     """Beside 6 long tests instead of 5, strict turns slow a test by 7/6 only, within a night's
     noise, so the 1.5x bar could never call it slowed: on one H200 fused_moe's cases, seen only
-    so, were judged to share and ran 7 at once beside the chain's lane, though alone or several
+    so, were judged to share and ran 6-7 at once beside the chain's lane, though alone or several
     at once they take strict turns there (bench/capacity.py: 28 s alone, 57 s each two at once,
     113 s each four at once). An attempt counts once turns would at least double its time."""
 

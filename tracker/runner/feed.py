@@ -43,9 +43,9 @@ class Feed:
     in suite order, in stretches: a slot carries on with the group after its last one while no
     one else has taken it, so a file's tests share one process's module fixtures and compiled
     kernels instead of each process compiling every kernel (a kernel's next case comes before a
-    chain's lane: `_same_kernel`). A slot that needs a new place
-    starts at the longest free stretch, at the kernel boundary nearest its middle when another
-    slot is already heading into it (xdist's worksteal, one test at a time: `_split`).
+    chain's lane: `_same_kernel`). A slot that needs a new place starts at the longest free
+    stretch, at the kernel boundary nearest its middle when another slot is already heading
+    into it (xdist's worksteal, one test at a time: `_split`).
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they form
     one chain per device, balanced by expected time (longest to the least loaded device), and a
