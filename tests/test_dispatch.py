@@ -109,8 +109,8 @@ def test_short_tests_go_out_in_stretches_long_ones_from_the_head():
 
 def test_a_slot_joins_a_stretch_at_a_kernel_boundary():
     """A process compiles and tunes each kernel (test function) it runs once: a slot joining
-    a stretch another heads into starts at the kernel boundary nearest its middle, and in its
-    middle only where the stretch is one kernel (xdist's worksteal)."""
+    a stretch another heads into starts at the file boundary nearest its middle, else the kernel
+    boundary, and in its middle only where the stretch is one kernel (xdist's worksteal)."""
     feed = Feed()
     feed.fill(
         [[f"k.py::test_a[{i}]"] for i in range(8)] + [["k.py::test_b[0]"], ["k.py::test_b[1]"]], 0
@@ -120,6 +120,10 @@ def test_a_slot_joins_a_stretch_at_a_kernel_boundary():
     one = Feed()
     one.fill([[f"k.py::test_a[{i}]"] for i in range(8)], 0)
     assert [one.take("w0"), one.take("w1")] == ["k.py::test_a[0]", "k.py::test_a[4]"]
+    # a file's test functions share its kernels (test_mlp's, call BD): its boundary comes first
+    files = Feed()
+    files.fill([[f"k.py::test_{f}[{i}]"] for f in "abcd" for i in range(2)] + [["m.py::t"]], 0)
+    assert [files.take("w0"), files.take("w1")] == ["k.py::test_a[0]", "m.py::t"]
 
 
 def test_a_slot_goes_on_with_its_kernel_before_it_takes_a_chains_lane():

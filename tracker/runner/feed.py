@@ -44,8 +44,8 @@ class Feed:
     one else has taken it, so a file's tests share one process's module fixtures and compiled
     kernels instead of each process compiling every kernel (a kernel's next case comes before a
     chain's lane: `_same_kernel`). A slot that needs a new place starts at the longest free
-    stretch, at the kernel boundary nearest its middle when another slot is already heading
-    into it (xdist's worksteal, one test at a time: `_split`).
+    stretch, at the file (else kernel) boundary nearest its middle when another slot is already
+    heading into it (xdist's worksteal, one test at a time: `_split`).
 
     Ranked groups that fill a device (`fills`, from `share.learn`) do not go out that way: they form
     one chain per device, balanced by expected time (longest to the least loaded device), and a
@@ -413,15 +413,20 @@ class Feed:
         return self._split(best_start, best_start + best_len)
 
     def _split(self, start: int, end: int) -> int:
-        """Where a slot joins a stretch another slot is heading into: at the kernel (test
-        function) boundary nearest its middle, else in its middle (xdist's worksteal). A process
-        compiles and tunes each kernel it runs once: split mid-kernel, 7 processes of a warm
-        GPU night each tuned test_mlp's kernels again, 949 s of slot time for its cases against
-        151 s in xdist's 1-2 workers (call AV)."""
+        """Where a slot joins a stretch another slot is heading into: at the file boundary
+        nearest its middle, else the kernel (test function) boundary, else in its middle
+        (xdist's worksteal). A process compiles and tunes each kernel it runs once: split
+        mid-kernel, 7 processes of a warm GPU night each tuned test_mlp's kernels again, 949 s
+        of slot time for its cases against 151 s in xdist's 1-2 workers (call AV); split at its
+        test functions, which share the kernels, 7 processes took 650 s against 250 s in
+        xdist's 3 (call BD)."""
         middle = start + (end - start) // 2
-        kernel = [function_of(self.groups[i][0]) for i in range(start, end)]
-        edges = [i for i in range(start + 1, end) if kernel[i - start] != kernel[i - start - 1]]
-        return min(edges, key=lambda i: abs(i - middle)) if edges else middle
+        for unit in (file_of, function_of):
+            names = [unit(self.groups[i][0]) for i in range(start, end)]
+            edges = [i for i in range(start + 1, end) if names[i - start] != names[i - start - 1]]
+            if edges:
+                return min(edges, key=lambda i: abs(i - middle))
+        return middle
 
     def give_back(self, taker: str, nodeids: list[str]) -> None:
         """Tests handed to a process that ended before running them go first, with the rest
