@@ -418,8 +418,8 @@ class Feed:
         (xdist's worksteal). A process compiles and tunes each kernel it runs once: split
         mid-kernel, 7 processes of a warm GPU night each tuned test_mlp's kernels again, 949 s
         of slot time for its cases against 151 s in xdist's 1-2 workers (call AV); split at its
-        test functions, which share the kernels, 7 processes took 650 s against 250 s in
-        xdist's 3 (call BD)."""
+        test functions, which share the kernels (and left by a slot for a lane: `_same_kernel`),
+        its cases ran in 7 processes, 650 s against 250 s in xdist's 3 (call BD)."""
         middle = start + (end - start) // 2
         for unit in (file_of, function_of):
             names = [unit(self.groups[i][0]) for i in range(start, end)]
