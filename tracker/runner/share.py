@@ -59,7 +59,7 @@ from statistics import median
 
 from tracker.records import CRASHED, CUT, INTERRUPTED, LONG, Sample
 
-BUSY = 0.5  # company, in tests, from which an attempt says how the test shares
+BUSY = 0.5  # company, in tests, under which a test ran about alone
 SLOWED = 1.5  # time with company / time alone, from which the company slowed it
 FASTER = 1.4  # work per second of tests run together / one after another, from which they share
 TELLS = 2.0  # the slowdown strict turns would give an attempt, from which it says anything
