@@ -292,8 +292,8 @@ class Feed:
         elif self.head < self.ranked and not self.short_free:
             i = self._steal()
         else:
-            i = self.after.get(taker, -1)
-            if i < self.ranked or i >= len(self.groups) or not self.free[i]:
+            i = self._carry_on(taker)
+            if i is None:
                 i = self._stretch()
         self.free[i] = False
         self.handed += self.weights[i]
@@ -316,10 +316,15 @@ class Feed:
         and float16 cases, tuning each of the three shapes again, 45-63 s and 25-28 s a case
         beside 7 long tests, where xdist's one worker took 0.1-1.0 s a case once its float32
         cases had tuned them (call BE)."""
-        i = self.after.get(taker, -1)
-        if not (self.ranked < i < len(self.groups) and self.free[i]):
+        i = self._carry_on(taker)
+        if i is None or i == self.ranked:  # its last group was no short one
             return None
         return i if function_of(self.groups[i][0]) == function_of(self.groups[i - 1][0]) else None
+
+    def _carry_on(self, taker: str) -> int | None:
+        """The short group after the taker's last one, if free: where its stretch goes on."""
+        i = self.after.get(taker, -1)
+        return i if self.ranked <= i < len(self.groups) and self.free[i] else None
 
     def _hand(self, taker: str, group: Filling) -> deque[str]:
         self.handed += group.seconds
