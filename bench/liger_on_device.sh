@@ -32,6 +32,10 @@ OUT=${OUT:-/tmp/out}
 WPD=${WPD:-8}
 DEADLINE=${DEADLINE:-570}
 FILES=${FILES:-test/transformers}
+if [ -n "${WARM_FROM:-}" ] && [ ! -d "$WARM_FROM" ]; then
+  # a lease that ended between calls takes /tmp with it: the night would run cold, labelled warm
+  echo "WARM_FROM=$WARM_FROM is no folder (was the machine given back since?)" >&2; exit 2
+fi
 mkdir -p "$OUT"
 rm -rf /tmp/lane*  # a warm machine keeps an earlier call's lanes: their logs and Triton caches
 python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
