@@ -31,7 +31,9 @@ from statistics import mean
 
 
 def times(log: Path) -> float | None:
-    """A report log's test time: its setup, call and teardown; None if it has no test."""
+    """A report log's test time: its setup, call and teardown; None if it has no test. Not
+    `tracker.ingest.read_path`: this script runs with the device's python3, which lacks the
+    tracker's dependencies (bench/liger_on_device.sh installs them in a venv of its own)."""
     total, seen = 0.0, False
     for line in log.read_text().splitlines() if log.exists() else []:
         report = json.loads(line)

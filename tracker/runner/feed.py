@@ -280,15 +280,10 @@ class Feed:
             if (spare := self._presumed(taker)) is None:
                 return None
             return self._hand(taker, spare)  # beyond the lanes: it holds none of them
-        spread = self.running[device] <= min(self.running.values())
-        crowded = self._crowded(device)
-        due = spread and not crowded and self._due(device)
-        long_next = self.head < self.ranked and (due or not self.short_free)
-        mine = self._mine(taker) if long_next and carry is None else []  # (a hot path)
         if carry is not None:
             i = carry
-        elif mine:
-            i = mine[-1] if crowded else self._same_file(taker, mine)
+        elif mine := self._mine(taker) if self._long_next(device) else []:  # (a hot path)
+            i = mine[-1] if self._crowded(device) else self._same_file(taker, mine)
         elif self.head < self.ranked and not self.short_free:
             i = self._steal()
         else:
@@ -307,6 +302,17 @@ class Feed:
             self.short_free -= 1
         self.after[taker] = i + 1
         return deque(self.groups[i])
+
+    def _long_next(self, device: str) -> bool:
+        """Whether the device's next group is a long one: when no short test is left, else
+        when the device's long work is no more than another's, it is not crowded, and one is
+        due."""
+        if self.head >= self.ranked:
+            return False
+        if not self.short_free:
+            return True
+        spread = self.running[device] <= min(self.running.values())
+        return spread and not self._crowded(device) and self._due(device)
 
     def _same_kernel(self, taker: str) -> int | None:
         """The short group after the taker's last one, if free and of the same kernel (test
