@@ -5,11 +5,11 @@ night `--times` names (its first attempts; a test cut there takes 1.05x its time
 or its time on another night if that was longer).
 
     python bench/finished_by_replay.py DB --history 1 2 --times 2 [--slots 8] [--devices 1]
-    PYTHONPATH=/tmp/before python bench/finished_by_replay.py DB ...   # another tree's plan
+    PYTHONPATH=/tmp/before python bench/finished_by_replay.py DB ...   # a tree with plan.hand_out
 
 By default there is no model of contention: each test takes the time it took beside that
 night's company, whatever company the replay gives it. `--contention` lets the tests that every
-warm night in the database shows filling their device take strict turns there (`shared_replay`):
+warm night in the database shows filling their device take strict turns there (`plan.hand_out`):
 it judged AU's plan with AV's times within 4 tests at 180-240 s, where the default was 18-32
 off, but neither shows AV's own loss from AU's times (bench/README.md, calls AW-AY). `--heavy S`
 lets every test whose typical warm time is S s or more take strict turns instead, the same tests
@@ -97,37 +97,6 @@ def turns(samples: list, run: int, fillers: set[str]) -> dict[str, float]:
     return out
 
 
-def shared_replay(feed, slots, start, seconds, shared) -> list[float]:
-    """The hand-out with the filling tests of a device taking strict turns: k of them at once
-    each progress at 1/k, needing their time divided by their `turns` that night (`shared`);
-    the other tests take the time they took (all of them, with no `shared`). Steps from one
-    test's end to the next; each returned value is a test's end."""
-    running: dict[str, tuple[str, float]] = {}  # slot -> (nodeid, seconds or work left)
-    now, ends, free = start, [], sorted(slots)
-    while True:
-        for name in free:
-            if (nodeid := feed.take(name)) is not None:
-                running[name] = (nodeid, seconds(name, nodeid) / shared.get(nodeid, 1.0))
-        if not running:
-            return ends
-        at_once: dict[str, int] = defaultdict(int)
-        for name, (nodeid, _) in running.items():
-            at_once[slots[name]] += nodeid in shared
-        rate = {name: 1 / at_once[slots[name]] if n in shared else 1.0
-                for name, (n, _) in running.items()}  # fmt: skip
-        step = min(left / rate[name] for name, (_, left) in running.items())
-        now += step
-        free = []
-        for name, (nodeid, left) in sorted(running.items()):
-            left -= step * rate[name]
-            if left <= 1e-9:
-                ends.append(now)
-                free.append(name)
-                del running[name]
-            else:
-                running[name] = (nodeid, left)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("db")
@@ -152,7 +121,7 @@ def main() -> None:
     parser.add_argument(
         "--contention",
         action="store_true",
-        help="filling tests of a device take strict turns (`shared_replay`)",
+        help="filling tests of a device take strict turns (`plan.hand_out`)",
     )
     parser.add_argument(
         "--shortest-first",
@@ -196,7 +165,7 @@ def main() -> None:
     ran: dict[str, set[str]] = {name: set() for name in slots}  # functions run in each slot
     fillers = heavy(samples, args.heavy) if args.heavy else filling(samples)
     shared = turns(samples, args.times, fillers) if args.contention or args.heavy else {}
-    report(shared_replay(feed, slots, args.start, seconds, shared))
+    report(plan.hand_out(feed, slots, seconds, shared, args.start))
 
 
 def shortest_first(seconds: list[float], slots: int, start: float) -> list[float]:

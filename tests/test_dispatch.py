@@ -50,6 +50,18 @@ def test_cut_tests_go_first_then_the_longest():
     assert predicted.busy == pytest.approx({"w0": 30.0, "w1": 6.0 + 6.0 + 0.2 + 0.2})
 
 
+def test_tests_that_fill_a_device_take_turns_in_the_prediction():
+    """Two tests only presumed to fill, one 10 s each: the device's one lane runs one, and the
+    other slot, with nothing else to do, the other beside it. In turns both end at ~20 s."""
+    fill = Estimate(10.0, fills=True, presumed=True)
+    expected = {"k.py::a": fill, "k.py::b": fill, "s.py::c": Estimate(0.1)}
+    slots = {"w0": "0", "w1": "0"}
+    assert plan.simulate(list(expected), expected, slots).end == pytest.approx(10.1)
+    predicted = plan.simulate(list(expected), expected, slots, turns=True)
+    assert predicted.ends == pytest.approx([0.1, 19.9, 20.0])
+    assert predicted.busy == pytest.approx({"w0": 19.9, "w1": 20.0})  # seconds held, not worked
+
+
 def test_a_new_case_takes_its_functions_time_before_its_files():
     history = {"f.py::test_k[0]": [(200.0, "passed")], "f.py::test_k[1]": [(180.0, "passed")]}
     history |= {f"f.py::test_s[{i}]": [(0.1, "passed")] for i in range(3)}

@@ -503,6 +503,19 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     # each presumed test's row says so, with no slowed count: none of its attempts had more company
     rows = said[said.index("longest tests") :]
     assert re.search(r"\d s presumed - test_", rows) and "fills 0/0" not in rows
+    # with no warm night, nothing says the fills take turns: the end is predicted without it
+    assert "without tests slowing each other" in said
+
+    # after a warm night the model is its own: the fills take turns in the prediction too,
+    # so the device is busy with them, one after another, for their expected seconds in all
+    warm = json.loads(tracker(tmp_path, "run", "d", "--json").stdout)
+    assert warm["run"]["kernel_cache"] == "warm"
+    planned = json.loads(tracker(tmp_path, "plan", "d", "--warm", "--json").stdout)
+    fills = [t for t in planned["long_tests"] if t["sharing"] == "fills"]
+    assert len(fills) >= 2, planned["long_tests"]
+    assert planned["predicted_end"] >= sum(t["seconds"] for t in fills) - 0.1
+    said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
+    assert "the tests that fill a device taking turns on it" in said
 
 
 def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_path, settings):

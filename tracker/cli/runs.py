@@ -368,7 +368,8 @@ def plan_command(
     configured = len(settings.runner.devices) if settings.runner.devices else None
     count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
-    predicted = plan.simulate(nodeids, expected, slots, config.group, warm)
+    in_turns = warm and not share.blind(samples, warm)  # the filling tests take turns
+    predicted = plan.simulate(nodeids, expected, slots, config.group, warm, in_turns)
     by_minute = {
         m: bisect.bisect_right(predicted.ends, 60 * m)
         for m in range(1, int(predicted.end // 60) + 2)
@@ -414,8 +415,15 @@ def plan_command(
     )
     prose(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
-        "test's expected time, without tests slowing each other; on real cold GPU nights a "
-        "test's time was typically 1.3-3.5x off its expected one: bench/README.md)"
+        "test's expected time, "
+        + (
+            "the tests that fill a device taking turns on it; on three real warm GPU nights "
+            "the tests done by 1 min were 12-141 off the prediction, by each later minute at "
+            "most 15: bench/README.md)"
+            if in_turns
+            else "without tests slowing each other; on real cold GPU nights a test's time was "
+            "typically 1.3-3.5x off its expected one: bench/README.md)"
+        )
         + (
             f"; cut on a recent night: {plural(cut, 'test')}, each expected to take the longer "
             "of its time before the cut and its function's finished cases' typical time, so the "

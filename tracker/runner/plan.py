@@ -29,7 +29,8 @@ tests are done by each minute.
 
 from __future__ import annotations
 
-import heapq
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
 
@@ -187,21 +188,56 @@ def simulate(
     slots: dict[str, str],
     group: str = "test",
     warm: bool = True,
+    turns: bool = False,
 ) -> Prediction:
-    """Run the hand-out with the expected times: `slots` maps each slot to its device."""
+    """Run the hand-out with the expected times: `slots` maps each slot to its device. With
+    `turns`, the tests that fill their device take turns on it, as the model says they do: a
+    warm night's, once a warm night has been seen (on a cold one they mostly compile, which
+    does not take turns). Predicted at full speed side by side instead, three warm H200
+    nights were predicted 11-48 tests ahead of what they finished by each minute from the
+    second, in turns 15 apart at most (bench/README.md, calls BL-BN)."""
     feed = Feed(slots, warm)
     fill(feed, nodeids, expected, group)
-    clock = [(0.0, name) for name in sorted(slots)]
+    shared = {n: 1.0 for n in nodeids if expected[n].fills} if turns else {}
     busy = dict.fromkeys(slots, 0.0)
-    done: list[float] = []
-    while clock:
-        now, name = heapq.heappop(clock)
-        nodeid = feed.take(name)
-        if nodeid is None:
-            continue
-        seconds = expected[nodeid].seconds
-        busy[name] += seconds
-        done.append(now + seconds)
-        heapq.heappush(clock, (now + seconds, name))
-    done.sort()
+    done = sorted(hand_out(feed, slots, lambda _, n: expected[n].seconds, shared, busy=busy))
     return Prediction(max(done, default=0.0), busy, done, feed.lanes)
+
+
+def hand_out(
+    feed: Feed,
+    slots: dict[str, str],
+    seconds: Callable[[str, str], float],
+    turns: dict[str, float],
+    start: float = 0.0,
+    busy: dict[str, float] | None = None,
+) -> list[float]:
+    """Each test's end, handed out as the slots free up. The tests in `turns` take strict turns
+    on their device: k of them at once each progress at 1/k (processor sharing), needing
+    `seconds(slot, nodeid)` divided by their `turns` value (1.0: their time alone); the others
+    take their `seconds`. Steps from one test's end to the next; `busy` sums each slot's
+    seconds."""
+    running: dict[str, tuple[str, float]] = {}  # slot -> (nodeid, work left)
+    now, ends, free = start, [], sorted(slots)
+    while True:
+        for name in free:
+            if (nodeid := feed.take(name)) is not None:
+                running[name] = (nodeid, seconds(name, nodeid) / turns.get(nodeid, 1.0))
+        if not running:
+            return ends
+        at_once = Counter(slots[name] for name, (n, _) in running.items() if n in turns)
+        rate = {name: 1 / at_once[slots[name]] if n in turns else 1.0
+                for name, (n, _) in running.items()}  # fmt: skip
+        step = min(left / rate[name] for name, (_, left) in running.items())
+        now += step
+        free = []
+        for name, (nodeid, left) in sorted(running.items()):
+            if busy is not None:
+                busy[name] += step
+            left -= step * rate[name]
+            if left <= 1e-9:
+                ends.append(now)
+                free.append(name)
+                del running[name]
+            else:
+                running[name] = (nodeid, left)
