@@ -87,6 +87,16 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     return folder.resolve()
 
 
+def cache_env(folder: Path) -> dict[str, str]:
+    """Triton's cache, with its autotuning results: a warm night otherwise benchmarks every
+    config of an autotuned kernel again, on the device, in each process that first runs it.
+    On one warm H200 night (BM) that took Liger's fused_moe correctness cases 191-249 s each,
+    and 39 s where its process had tuned the same shapes; test_mlp's falconh1mlp cases 23.6 s
+    first in a process, 1.0 s after (bench/README.md, calls BL-BN). The suite's `env` may set
+    `TRITON_CACHE_AUTOTUNING = "0"` to tune afresh every night."""
+    return {"TRITON_CACHE_DIR": str(folder), "TRITON_CACHE_AUTOTUNING": "1"}
+
+
 NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
 
 
@@ -122,7 +132,7 @@ def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: flo
         python=suite.python,
         cwd=suite.path,
         args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env={**({"TRITON_CACHE_DIR": str(cache)} if cache else {}), **suite.env},
+        env={**(cache_env(cache) if cache else {}), **suite.env},
         workdir=workdir,
         test_timeout=suite.test_timeout,
         deadline=deadline,

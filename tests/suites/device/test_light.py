@@ -9,4 +9,6 @@ import pytest
 def test_light(i):
     if cache := os.environ.get("TRITON_CACHE_DIR"):  # what a compiled kernel leaves behind
         (Path(cache) / f"kernel-{i}").write_text("compiled")
+        # what an autotuned kernel would do with it: keep its choice there, or tune afresh
+        (Path(cache) / "autotuning").write_text(os.environ.get("TRITON_CACHE_AUTOTUNING", ""))
     time.sleep(0.01)
