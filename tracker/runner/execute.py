@@ -89,10 +89,11 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
 
 def cache_env(folder: Path) -> dict[str, str]:
     """Triton's cache, with its autotuning results: a warm night otherwise benchmarks every
-    config of an autotuned kernel again, on the device, in each process that first runs it.
-    On one warm H200 night (BM) that took Liger's fused_moe correctness cases 191-249 s each,
-    and 39 s where its process had tuned the same shapes; test_mlp's falconh1mlp cases 23.6 s
-    first in a process, 1.0 s after (bench/README.md, calls BL-BN). The suite's `env` may set
+    config of an autotuned kernel again, on the device, in each process that first runs it. On
+    one warm H200 night (BM), each of Liger's fused_moe correctness cases, first of its kind in
+    its process, took 191-249 s; alone, such a case takes ~28 s (bench/README.md, calls BL-BN).
+    Triton keeps no choice for a kernel whose configs have a `pre_hook` (Liger's mlp: its
+    falconh1mlp cases took 23.6 s first in a process, 1.0 s after). The suite's `env` may set
     `TRITON_CACHE_AUTOTUNING = "0"` to tune afresh every night."""
     return {"TRITON_CACHE_DIR": str(folder), "TRITON_CACHE_AUTOTUNING": "1"}
 
