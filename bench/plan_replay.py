@@ -9,13 +9,18 @@ recorded.
 Per night: its tests that ran at least 1 s or were expected to (first attempts, not cut); the
 median factor between expected and real time (2.0: half or double); how many were expected
 under 1 s and took 10 s or more; and the device chain (`Feed`): its tests, its expected
-seconds and the seconds those tests took that night. A night seen in several databases (each
-device call copies the history it planned with) is replayed once.
+seconds and the seconds those tests took that night; then the tests done by each minute after the
+first test, as `tracker plan` predicts them (the filling tests in turns on a warm night once a
+warm one has been seen: `plan.simulate`), less those the night finished, while it ran; and the
+same with the filling tests side by side at full speed (the prediction before calls BL-BN). A
+night seen in several databases (each device call copies the history it planned with) is
+replayed once.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import math
 from statistics import median
 
@@ -68,12 +73,26 @@ def _night(run_id: int, info: dict, nodeids: list[str], history: list, samples: 
     devices = max(1, int((info["environment"] or {}).get("device_count") or 1))
     feed = Feed({f"d{d}w{w}": str(d) for d in range(devices) for w in range(8)})
     plan.fill(feed, nodeids, expected, "test")
-    chain = [g for c in feed.chains.values() for _, g, _ in c]
-    chain_expected = sum(w for c in feed.chains.values() for w, *_ in c)
+    chain = [g.tests for c in feed.chains.values() for g in c]
+    chain_expected = sum(g.seconds for c in feed.chains.values() for g in c)
     chain_took = sum(took.get(n, 0.0) for g in chain for n in g)
+    slots = {f"d{d}w{w}": str(d) for d in range(devices) for w in range(8)}
+    first = [s for s in samples if s.run == run_id and s.number == 1 and s.started_at]
+    t0 = min(s.started_at.timestamp() for s in first)
+    ends = sorted(s.started_at.timestamp() - t0 + s.duration for s in first if s.outcome not in CUT)
+    last = max(s.started_at.timestamp() - t0 + s.duration for s in first)
+    minutes = range(60, int(last) + 1, 60)  # while the night ran
+
+    def off(turns: bool) -> str:
+        got = plan.simulate(nodeids, expected, slots, "test", warm, turns).ends
+        return " / ".join(f"{bisect.bisect_right(got, t) - bisect.bisect_right(ends, t):+d}"
+                          for t in minutes)  # fmt: skip
+
+    turns = warm and not share.blind(history, warm)  # as `tracker plan` predicts
     return (
         f"| #{run_id} | {info['kernel_cache']} | {len(pairs)} | {factor:.1f}x | {surprises} | "
-        f"{len(chain)} | {chain_expected:.0f} s | {chain_took:.0f} s |"
+        f"{len(chain)} | {chain_expected:.0f} s | {chain_took:.0f} s | {off(turns)} | "
+        f"{off(False) if turns else 'the same'} |"
     )
 
 
@@ -84,8 +103,9 @@ def main() -> None:
     parser.add_argument("--runner", default="h200")
     args = parser.parse_args()
     print("| night | cache | long tests | median factor | expected < 1 s, took >= 10 s "
-          "| chain | chain expected | chain took |")  # fmt: skip
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| chain | chain expected | chain took | done by each minute, predicted - measured "
+          "| the same, filling tests side by side |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     seen: set = set()
     for db in args.databases:
         for row in replay(f"sqlite:///{db}", args.suite, args.runner, seen):
