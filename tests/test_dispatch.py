@@ -304,6 +304,15 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     for state, end in (("cold", 42.0), ("warm", 35.0)):
         asked = json.loads(tracker(tmp_path, "plan", "s", "--json", f"--{state}").stdout)
         assert asked["kernel_cache"] == state and asked["predicted_end"] == end
+    assert planned["done_by_limit"] == 4 and "the run's limit" not in said  # 4 h by default
+    # a limit of 30 s from the run's start: slow, the last, ends at 42 s
+    short = config.replace("workers_per_device = 2", "workers_per_device = 2\nrun_timeout = 30")
+    limited = json.loads(tracker(tmp_path, "plan", "s", "--json", config=short).stdout)
+    assert limited["done_by_limit"] == 3
+    said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
+    assert (
+        "the run's limit (run_timeout, 30 s from its start) cuts it: at most 3 of 4 tests" in said
+    )
 
 
 def test_a_long_plan_prints_a_few_minutes_not_every_one(tmp_path):

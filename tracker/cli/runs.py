@@ -397,11 +397,14 @@ def plan_command(
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
+    # the run's limit counts from its start, before the first test: at most this many are done
+    by_limit = bisect.bisect_right(predicted.ends, config.run_timeout)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
                           "kernel_cache": cache,
                           "predicted_end": round(predicted.end, 1),
-                          "done_by_minute": by_minute, "long_tests": tests,
+                          "done_by_minute": by_minute, "done_by_limit": by_limit,
+                          "long_tests": tests,
                           "filling_at_once": predicted.lanes,
                           "without_history": unknown, "cut_tests": cut,
                           "without_warm_time": compiling,
@@ -472,6 +475,11 @@ def plan_command(
         f"{plural(len(tests) - len(fills), 'other test')} of {LONG:g} s or more; "
         f"{plural(unknown, 'test')} without history",
     )
+    if by_limit < len(nodeids):
+        prose(
+            f"the run's limit (run_timeout, {config.run_timeout:,g} s from its start) cuts it: "
+            f"at most {by_limit:,} of {plural(len(nodeids), 'test')} done by then",
+        )
     done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
     for i in range(0, len(done), 4):  # 4 fit 80 columns
         out.print(("tests done by " if i == 0 else "              ") + ", ".join(done[i : i + 4]))
