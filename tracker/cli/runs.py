@@ -397,7 +397,7 @@ def plan_command(
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
-    # the run's limit counts from its start, before the first test: at most this many are done
+    # the run's limit counts from the run's start, a few seconds before the first test
     by_limit = bisect.bisect_right(predicted.ends, config.run_timeout)
     if as_json:
         print(json.dumps({"suite": suite, "runner": runner, "slots": len(slots),
@@ -477,8 +477,9 @@ def plan_command(
     )
     if by_limit < len(nodeids):
         prose(
-            f"the run's limit (run_timeout, {config.run_timeout:,g} s from its start) cuts it: "
-            f"at most {by_limit:,} of {plural(len(nodeids), 'test')} done by then",
+            f"the run's limit (run_timeout, {config.run_timeout:,g} s from its start, a few "
+            f"before the first test) cuts it: {by_limit:,} of {plural(len(nodeids), 'test')} "
+            "predicted done by then",
         )
     done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
     for i in range(0, len(done), 4):  # 4 fit 80 columns
