@@ -310,7 +310,7 @@ def test_plan_predicts_from_the_last_run(tmp_path):
     limited = json.loads(tracker(tmp_path, "plan", "s", "--json", config=short).stdout)
     assert limited["done_by_limit"] == 3
     said = " ".join(tracker(tmp_path, "plan", "s").stdout.split())
-    assert "(run_timeout, 30 s from its start, a few before the first test) cuts it" in said
+    assert "(run_timeout, 30 s from its start, a few seconds before its first test)" in said
     assert "cuts it: 3 of 4 tests predicted done by then" in said
 
 

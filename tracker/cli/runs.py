@@ -478,8 +478,8 @@ def plan_command(
     if by_limit < len(nodeids):
         prose(
             f"the run's limit (run_timeout, {config.run_timeout:,g} s from its start, a few "
-            f"before the first test) cuts it: {by_limit:,} of {plural(len(nodeids), 'test')} "
-            "predicted done by then",
+            f"seconds before its first test) cuts it: {by_limit:,} of "
+            f"{plural(len(nodeids), 'test')} predicted done by then",
         )
     done = [f"{m} min: {by_minute[m]:,}" for m in _checkpoints(max(by_minute))]
     for i in range(0, len(done), 4):  # 4 fit 80 columns
