@@ -20,8 +20,8 @@
 #   one GPU only: run the script twice in one call, one lane each, DEADLINE halved, the
 #   Triton and inductor caches emptied before each (the summary appends)
 # WARM_FROM: a Triton cache folder each lane starts from a copy of (a warm night); without it
-#   every lane starts cold. The tracker keeps Triton's autotuning in that cache
-#   (TRITON_CACHE_AUTOTUNING=1); xdist does so only when the caller's environment sets it
+#   every lane starts cold. Triton keeps autotuning results there only with
+#   TRITON_CACHE_AUTOTUNING=1 in the caller's environment (both lanes pass it to pytest)
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane's tests are stopped (default 570: inside one 10-minute call, with
 # room for the tracker to store its run after it, 6-10 s).

@@ -71,9 +71,9 @@ class SuiteConfig(_Strict):
     group: Literal["test", "file"] = "test"
     # the suite's own package, whose version the probe records (e.g. "liger-kernel")
     package: str | None = None
-    # compiled kernels (Triton's cache, autotuning results included) kept between nights: a
-    # night that compiles everything takes ~3x as long. Default `<data_dir>/cache/<suite>`;
-    # false: each run compiles and tunes afresh
+    # compiled kernels (Triton's cache) kept between nights: a night that compiles everything
+    # takes ~3x as long. Default `<data_dir>/cache/<suite>`; false: each run compiles afresh.
+    # Autotuning is not kept unless `env` sets TRITON_CACHE_AUTOTUNING = "1" (execute.py)
     kernel_cache: bool = True
     cache_dir: Path | None = None
 

@@ -79,23 +79,19 @@ def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> 
 
 def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     """Where the suite's compiled kernels stay between runs (Triton's cache); None when the
-    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us)."""
+    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us).
+    Autotuning results are not kept there unless the suite's `env` sets
+    `TRITON_CACHE_AUTOTUNING = "1"`: a kept tuning fixes each autotuned kernel's config from
+    night to night, where a CI run in a fresh container tunes again and may pick another (other
+    block sizes, other rounding), so a config-dependent failure would hide. A compiled kernel is
+    the same binary either way. The price, on one warm H200 night (BM): each of Liger's
+    fused_moe correctness cases, first of its kind in its process, took 191-249 s, where alone
+    one takes ~28 s (bench/README.md, calls BL-BN)."""
     if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
         return None
     folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
     folder.mkdir(parents=True, exist_ok=True)
     return folder.resolve()
-
-
-def cache_env(folder: Path) -> dict[str, str]:
-    """Triton's cache, with its autotuning results: a warm night otherwise benchmarks every
-    config of an autotuned kernel again, on the device, in each process that first runs it. On
-    one warm H200 night (BM), each of Liger's fused_moe correctness cases, first of its kind in
-    its process, took 191-249 s; alone, such a case takes ~28 s (bench/README.md, calls BL-BN).
-    Triton keeps no choice for a kernel whose configs have a `pre_hook` (Liger's mlp: its
-    falconh1mlp cases took 23.6 s first in a process, 1.0 s after). The suite's `env` may set
-    `TRITON_CACHE_AUTOTUNING = "0"` to tune afresh every night."""
-    return {"TRITON_CACHE_DIR": str(folder), "TRITON_CACHE_AUTOTUNING": "1"}
 
 
 NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
@@ -133,7 +129,7 @@ def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: flo
         python=suite.python,
         cwd=suite.path,
         args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env={**(cache_env(cache) if cache else {}), **suite.env},
+        env={**({"TRITON_CACHE_DIR": str(cache)} if cache else {}), **suite.env},
         workdir=workdir,
         test_timeout=suite.test_timeout,
         deadline=deadline,
