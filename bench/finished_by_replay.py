@@ -21,7 +21,7 @@ the first case compiles the kernels; warm, it tunes them), from the nights with 
 night's cache state (and those that keep none): it reproduces AH's 788 s of test_mlp work (792 s
 measured) and AI's stall (bench/README.md).
 `--start`: the seconds from launch to the first test (the probe and the collection; 19 s on one
-H200).
+H200). `--trace S`: when and in which slot each test the night timed at S s or more goes out.
 """
 
 from __future__ import annotations
@@ -129,6 +129,12 @@ def main() -> None:
         help="no plan: the night's times, shortest first (about the most any order finishes)",
     )
     parser.add_argument(
+        "--trace",
+        type=float,
+        metavar="S",
+        help="also print when each test the night timed at S s or more goes out, and where",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="time each test by whether its slot ran its function before (`in_process`)",
@@ -165,7 +171,12 @@ def main() -> None:
     ran: dict[str, set[str]] = {name: set() for name in slots}  # functions run in each slot
     fillers = heavy(samples, args.heavy) if args.heavy else filling(samples)
     shared = turns(samples, args.times, fillers) if args.contention or args.heavy else {}
-    report(plan.hand_out(feed, slots, seconds, shared, args.start))
+    started: list[tuple[float, str, str]] = []
+    report(plan.hand_out(feed, slots, seconds, shared, args.start, started=started))
+    if args.trace is not None:
+        for at, slot, nodeid in started:
+            if took.get(nodeid, 0.0) >= args.trace:
+                print(f"{at:6.1f} s  {slot}  {took[nodeid]:6.1f} s  {nodeid}")
 
 
 def shortest_first(seconds: list[float], slots: int, start: float) -> list[float]:

@@ -60,6 +60,11 @@ def test_tests_that_fill_a_device_take_turns_in_the_prediction():
     predicted = plan.simulate(list(expected), expected, slots, turns=True)
     assert predicted.ends == pytest.approx([0.1, 19.9, 20.0])
     assert predicted.busy == pytest.approx({"w0": 19.9, "w1": 20.0})  # seconds held, not worked
+    # when each went out, and where: the replay's trace (bench/finished_by_replay.py --trace)
+    feed, started = Feed(slots), []
+    plan.fill(feed, list(expected), expected, "test")
+    plan.hand_out(feed, slots, lambda _, n: expected[n].seconds, {}, started=started)
+    assert started == [(0.0, "w0", "k.py::a"), (0.0, "w1", "s.py::c"), (0.1, "w1", "k.py::b")]
 
 
 def test_a_new_case_takes_its_functions_time_before_its_files():

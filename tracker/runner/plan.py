@@ -211,18 +211,21 @@ def hand_out(
     turns: dict[str, float],
     start: float = 0.0,
     busy: dict[str, float] | None = None,
+    started: list[tuple[float, str, str]] | None = None,
 ) -> list[float]:
     """Each test's end, handed out as the slots free up. The tests in `turns` take strict turns
     on their device: k of them at once each progress at 1/k (processor sharing), needing
     `seconds(slot, nodeid)` divided by their `turns` value (1.0: their time alone); the others
     take their `seconds`. Steps from one test's end to the next; `busy` sums each slot's
-    seconds."""
+    seconds, `started` collects (when, slot, nodeid) as each test goes out."""
     running: dict[str, tuple[str, float]] = {}  # slot -> (nodeid, work left)
     now, ends, free = start, [], sorted(slots)
     while True:
         for name in free:
             if (nodeid := feed.take(name)) is not None:
                 running[name] = (nodeid, seconds(name, nodeid) / turns.get(nodeid, 1.0))
+                if started is not None:
+                    started.append((now, name, nodeid))
         if not running:
             return ends
         at_once = Counter(slots[name] for name, (n, _) in running.items() if n in turns)
