@@ -71,12 +71,12 @@ def _night(run_id: int, info: dict, nodeids: list[str], history: list, samples: 
     factor = median(2 ** abs(math.log2(max(e, 0.01) / max(t, 0.01))) for e, t in pairs)
     surprises = sum(1 for e, t in pairs if e < LONG and t >= 10)
     devices = max(1, int((info["environment"] or {}).get("device_count") or 1))
-    feed = Feed({f"d{d}w{w}": str(d) for d in range(devices) for w in range(8)})
+    slots = {f"d{d}w{w}": str(d) for d in range(devices) for w in range(8)}
+    feed = Feed(slots)
     plan.fill(feed, nodeids, expected, "test")
     chain = [g.tests for c in feed.chains.values() for g in c]
     chain_expected = sum(g.seconds for c in feed.chains.values() for g in c)
     chain_took = sum(took.get(n, 0.0) for g in chain for n in g)
-    slots = {f"d{d}w{w}": str(d) for d in range(devices) for w in range(8)}
     first = [s for s in samples if s.run == run_id and s.number == 1 and s.started_at]
     t0 = min(s.started_at.timestamp() for s in first)
     ends = sorted(s.started_at.timestamp() - t0 + s.duration for s in first if s.outcome not in CUT)
