@@ -88,7 +88,7 @@ def _night(run_id: int, info: dict, nodeids: list[str], history: list, samples: 
         return " / ".join(f"{bisect.bisect_right(got, t) - bisect.bisect_right(ends, t):+d}"
                           for t in minutes)  # fmt: skip
 
-    turns = warm and not share.blind(history, warm)  # as `tracker plan` predicts
+    turns = plan.in_turns(history, warm)  # as `tracker plan` predicts
     return (
         f"| #{run_id} | {info['kernel_cache']} | {len(pairs)} | {factor:.1f}x | {surprises} | "
         f"{len(chain)} | {chain_expected:.0f} s | {chain_took:.0f} s | {off(turns)} | "

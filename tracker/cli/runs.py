@@ -368,7 +368,7 @@ def plan_command(
     configured = len(settings.runner.devices) if settings.runner.devices else None
     count = devices or configured or (found if isinstance(found, int) and found > 0 else 1)
     slots = {f"d{d}w{w}": str(d) for d in range(count) for w in range(config.workers_per_device)}
-    in_turns = warm and not share.blind(samples, warm)  # the filling tests take turns
+    in_turns = plan.in_turns(samples, warm)
     predicted = plan.simulate(nodeids, expected, slots, config.group, warm, in_turns)
     by_minute = {
         m: bisect.bisect_right(predicted.ends, 60 * m)
