@@ -51,7 +51,7 @@ class Feed:
     one chain per device, balanced by expected time (longest to the least loaded device), and a
     device runs one of them at a time while short tests are left, if it keeps a slot for them. Then
     a chain of presumed ones too long for the run gets more lanes (`_chain`), and a slot with
-    nothing else to do takes a presumed one beyond them. An untried one waits for a lane while a
+    nothing else to do takes one beyond them (`_spare`). An untried one waits for a lane while a
     case of its kernel runs on its device (`_trying`), unless a slot has nothing else to do. A
     device whose chain is done takes the longest test left in another device's chain. Within a
     chain, files begin shortest first (their tests take turns on the device, so that finishes the
@@ -163,23 +163,22 @@ class Feed:
         return chain.pop(next(k for k, g in enumerate(chain) if not self._trying(g, device)))
 
     def _pick(self, chain: list[Filling], taker: str, spare: bool = False) -> Filling | None:
-        """The next group of `chain` (with `spare`, of the presumed ones, which may run beyond the
-        lanes; else an untried one only while no case of its kernel runs on the device), in suite
-        order, from a file the taker began, else from the file no one began with the shortest group,
-        else from any. A cold GPU night's chain spread over every slot had each process compile each
-        file's kernels: its 24 dyt cases took 690 s of slot time, against 306 s in one xdist worker,
-        where 8 of them took 0.0 s once the file's earlier cases had compiled them (bench/README.md,
-        call V). Suite order within a file, because a suite may depend on it: test_mlp's float32
-        cases ran out of shared memory only in a process that had run the same shape in bfloat16
-        before, 10 of them on a night that took the file shortest first (call X). Files by their
-        time per test instead (Smith's rule) finished more by 60-120 s, but put test_mlp's chain
-        after its ranked bfloat16 cases had run in the same processes: 9 such failures against 2
-        (call AD)."""
+        """The next group of `chain` (with `spare`, any, beyond the lanes; else an untried one only
+        while no case of its kernel runs on the device), in suite order, from a file the taker
+        began, else from the file no one began with the shortest group, else from any. A cold GPU
+        night's chain spread over every slot had each process compile each file's kernels: its 24
+        dyt cases took 690 s of slot time, against 306 s in one xdist worker, where 8 of them took
+        0.0 s once the file's earlier cases had compiled them (bench/README.md, call V). Suite order
+        within a file, because a suite may depend on it: test_mlp's float32 cases ran out of shared
+        memory only in a process that had run the same shape in bfloat16 before, 10 of them on a
+        night that took the file shortest first (call X). Files by their time per test instead
+        (Smith's rule) finished more by 60-120 s, but put test_mlp's chain after its ranked bfloat16
+        cases had run in the same processes: 9 such failures against 2 (call AD)."""
         best: dict[int, str] = {}  # 0: the taker's file, 1: no one's, 2: another's -> file
         device = self.device.get(taker, "")
 
         def fits(g: Filling) -> bool:
-            return g.presumed if spare else not self._trying(g, device)
+            return spare or not self._trying(g, device)
 
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
             if not fits(chain[k]):
@@ -219,15 +218,21 @@ class Feed:
         """The device's filling lanes taken."""
         return list(self.filling.values()).count(device)
 
-    def _presumed(self, taker: str) -> Filling | None:
-        """For a slot with nothing else left: a group only presumed to fill, from any chain
-        (`_pick`'s). Nothing says it takes turns, and a slot left idle while it waits for a lane
-        is sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README).
-        It runs beyond the lanes, not in one: counted in them, such groups kept every lane
-        taken, and the tests shown to fill never got one (18 falconh1mlp cases of call O's night
-        were never started while presumed ones went out for 300 s: bench/README)."""
-        for chain in self.chains.values():
-            if (picked := self._pick(chain, taker, spare=True)) is not None:
+    def _spare(self, taker: str) -> Filling | None:
+        """For a slot with nothing else left: a filling group beyond the lanes (`_pick`'s), from
+        its device's chain, else another's. A slot left idle while a group waits for a lane is
+        sure to lose time (140 tests waited so at a night's limit on one GPU: bench/README). Any
+        group, not only those presumed to fill: on one H200 the heavy tests take strict turns,
+        k at once each at 1/k of the device or a little better (calls BF-BH), so which groups hold
+        the device decides how many finish by each minute. Spared only presumed ones, a warm night
+        ran five fused_moe cases beyond the lanes from 129-153 s, 196-260 s each, while 24 dyt
+        cases shown to fill, 28-34 s each in their turns, went through two lanes until the run's
+        limit cut the last three (call BP, bench/README). A spare holds no lane: counted in
+        them, such groups kept every lane taken, and the tests shown to fill never got one (18
+        falconh1mlp cases of call O's night were never started: bench/README)."""
+        own = self.device.get(taker, "")
+        for device in sorted(self.chains, key=lambda d: d != own):
+            if (picked := self._pick(self.chains[device], taker, spare=True)) is not None:
                 return picked
         return None
 
@@ -239,7 +244,7 @@ class Feed:
         limit cut them all, and slowed every test beside them (calls AO, AR and AS); one lane
         for all untried tests instead, replayed with AR's times, finished 2,454 tests by 240 s
         against 2,577 (bench/README.md). A slot with nothing else to do takes one anyway,
-        beyond the lanes (`_presumed`): waiting also beyond them, the 12 cases of fused_moe's
+        beyond the lanes (`_spare`): waiting also beyond them, the 12 cases of fused_moe's
         test_correctness ran one after another through a whole warm night while 4 of its 8
         slots were idle for 270 s, and 8 cases never started; xdist ran 6-7 of them at once, 2-4x
         slower each, and finished all but one (calls BA and BB)."""
@@ -277,7 +282,7 @@ class Feed:
         while self.head < len(self.groups) and not self.free[self.head]:
             self.head += 1
         if self.head == len(self.groups):
-            if (spare := self._presumed(taker)) is None:
+            if (spare := self._spare(taker)) is None:
                 return None
             return self._hand(taker, spare)  # beyond the lanes: it holds none of them
         if carry is not None:
@@ -467,14 +472,9 @@ class Feed:
                 return False
             if not self.filled:
                 return True
-            device = self.device.get(taker, "")
-            left = [g for c in self.chains.values() for g in c]
-            chained = self._lane_free(device) and any(not self._trying(g, device) for g in left)
-            spare = any(g.presumed for g in left)
             return bool(
                 self.returned
                 or self.current.get(taker)
-                or chained
                 or any(self.free[self.head :])
-                or spare
+                or any(self.chains.values())  # beyond the lanes, if nothing else (`_spare`)
             )
