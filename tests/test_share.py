@@ -570,45 +570,6 @@ def test_an_ingested_xdist_timeout_beside_another_long_test_is_unconfirmed(tmp_p
     assert kernels and all(k.status != KERNEL_FAILING for k in kernels)
 
 
-def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, settings):
-    from tracker.runner.execute import NOTHING_COMPILED
-
-    detail = run_suite("test_fast.py", suite="dispatch", suite_path=SUITES / "dispatch")
-    assert detail["run"]["kernel_cache"] is None  # neither warm nor cold: nothing was compiled
-    # marked, so the next night does not plan as a cold one (`Feed._crowded`)
-    assert (settings.data_dir / "cache" / "dispatch" / NOTHING_COMPILED).exists()
-
-
-def test_the_kernel_cache_keeps_no_autotuning_unless_the_suite_asks(run_suite, settings):
-    """A kept tuning would fix each kernel's config across nights (`execute.kernel_cache`)."""
-    options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
-    cache = settings.data_dir / "cache" / "device" / "triton"
-    assert run_suite("test_light.py", **options)["run"]["kernel_cache"] == "cold"
-    assert (cache / "autotuning").read_text() == ""
-    keep = {"TRITON_CACHE_AUTOTUNING": "1"}
-    assert run_suite("test_light.py", **options, env=keep)["run"]["kernel_cache"] == "warm"
-    assert (cache / "autotuning").read_text() == "1"
-
-
-def test_an_empty_cache_is_cold_unless_the_last_night_compiled_nothing(tmp_path):
-    import shutil
-
-    from tracker.runner.execute import NOTHING_COMPILED, cache_state, note_compiled
-
-    folder = tmp_path / "s" / "triton"
-    folder.mkdir(parents=True)
-    assert cache_state(folder) == "cold"
-    assert note_compiled(folder, "cold") is None  # the night left it empty: a CPU suite
-    assert cache_state(folder) is None  # the next night plans with no cache
-    (folder / "kernel.cubin").write_text("x")  # the suite's new version compiles
-    assert note_compiled(folder, None) == "cold"  # it started empty: a cold night after all
-    assert cache_state(folder) == "warm" and not (folder.parent / NOTHING_COMPILED).exists()
-    shutil.rmtree(folder)
-    folder.mkdir()  # emptied (a fresh container): cold again
-    assert cache_state(folder) == "cold"
-    assert note_compiled(None, None) is None  # no cache kept
-
-
 def test_a_test_usually_fast_is_not_expected_slow_for_its_rare_slow_runs():
     # cold nights: once it compiled its kernels (20 s, beside another long test: slowed, so it
     # fills the device); every other night its file's earlier tests had compiled them in its

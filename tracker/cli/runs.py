@@ -343,7 +343,7 @@ def plan_command(
     whether it fills its device (its slowdown beside other long tests), the chain of filling
     tests each device runs one at a time, and the predicted end and tests done by each minute."""
     from tracker.runner import plan, share
-    from tracker.runner.execute import cache_state, kernel_cache
+    from tracker.runner.cache import cache_state, kernel_cache
 
     settings = state.settings()
     try:

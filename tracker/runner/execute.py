@@ -33,6 +33,7 @@ from tracker.records import (
     bound_nodeid,
 )
 from tracker.runner import plan, share
+from tracker.runner.cache import cache_state, kernel_cache, note_compiled, prune
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.feed import Feed
 from tracker.runner.probe import Probe, probe
@@ -75,50 +76,6 @@ def run_folder(settings: Settings, kind: str, suite: str, started: datetime) -> 
     folder = settings.data_dir / kind / suite / started.strftime("%Y%m%dT%H%M%S.%fZ")
     folder.resolve().mkdir(parents=True, exist_ok=True)
     return folder.resolve()
-
-
-def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
-    """Where the suite's compiled kernels stay between runs (Triton's cache); None when the
-    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us).
-    Autotuning results are not kept there unless the suite's `env` sets
-    `TRITON_CACHE_AUTOTUNING = "1"`: a kept tuning fixes each autotuned kernel's config from
-    night to night, where a CI run in a fresh container tunes again and may pick another (other
-    block sizes, other rounding), so a config-dependent failure would hide. A compiled kernel is
-    the same binary either way. The price, on one warm H200 night (BM): each of Liger's
-    fused_moe correctness cases, first of its kind in its process, took 191-249 s, where alone
-    one takes ~28 s (bench/README.md, calls BL-BN)."""
-    if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
-        return None
-    folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder.resolve()
-
-
-NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
-
-
-def cache_state(folder: Path | None) -> str | None:
-    """`warm` when the compiled-kernel cache holds something, `cold` when empty; None: no cache,
-    or an empty one that the suite's last night left empty (a suite that compiles nothing: it
-    would otherwise plan every night as cold, `Feed._crowded` included)."""
-    if folder is None:
-        return None
-    if next(folder.iterdir(), None):
-        return "warm"
-    return None if (folder.parent / NOTHING_COMPILED).exists() else "cold"
-
-
-def note_compiled(folder: Path | None, started: str | None) -> str | None:
-    """After a night that ran its tests: the cache state it started with, as it turned out,
-    and the mark of a suite that compiles nothing set or cleared for the next night."""
-    if folder is None:
-        return started
-    mark = folder.parent / NOTHING_COMPILED
-    if next(folder.iterdir(), None):
-        mark.unlink(missing_ok=True)
-        return started or "cold"  # it started empty (marked) and compiled: a cold night
-    mark.touch()
-    return None  # nothing was compiled: no cache to speak of (a CPU suite)
 
 
 def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: float) -> Job:
@@ -415,6 +372,7 @@ def execute(
         record.finished_at = datetime.now(UTC)
         if status != RUN_INFRA:
             record.kernel_cache = note_compiled(cache, record.kernel_cache)
+            prune(cache, suite.kernel_cache_gb)
         return record
 
     cache = kernel_cache(settings, suite)

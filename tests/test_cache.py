@@ -1,0 +1,86 @@
+"""The compiled-kernel cache kept between nights: its state, what it keeps, its size cap."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from helpers import SUITES
+
+from tracker.runner.cache import NOTHING_COMPILED, cache_state, note_compiled, prune
+
+
+def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, settings):
+    detail = run_suite("test_fast.py", suite="dispatch", suite_path=SUITES / "dispatch")
+    assert detail["run"]["kernel_cache"] is None  # neither warm nor cold: nothing was compiled
+    # marked, so the next night does not plan as a cold one (`Feed._crowded`)
+    assert (settings.data_dir / "cache" / "dispatch" / NOTHING_COMPILED).exists()
+
+
+def test_the_kernel_cache_keeps_no_autotuning_unless_the_suite_asks(run_suite, settings):
+    """A kept tuning would fix each kernel's config across nights (`cache.kernel_cache`)."""
+    options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
+    cache = settings.data_dir / "cache" / "device" / "triton"
+    assert run_suite("test_light.py", **options)["run"]["kernel_cache"] == "cold"
+    assert (cache / "autotuning").read_text() == ""
+    keep = {"TRITON_CACHE_AUTOTUNING": "1"}
+    assert run_suite("test_light.py", **options, env=keep)["run"]["kernel_cache"] == "warm"
+    assert (cache / "autotuning").read_text() == "1"
+
+
+def test_an_empty_cache_is_cold_unless_the_last_night_compiled_nothing(tmp_path):
+    folder = tmp_path / "s" / "triton"
+    folder.mkdir(parents=True)
+    assert cache_state(folder) == "cold"
+    assert note_compiled(folder, "cold") is None  # the night left it empty: a CPU suite
+    assert cache_state(folder) is None  # the next night plans with no cache
+    (folder / "kernel.cubin").write_text("x")  # the suite's new version compiles
+    assert note_compiled(folder, None) == "cold"  # it started empty: a cold night after all
+    assert cache_state(folder) == "warm" and not (folder.parent / NOTHING_COMPILED).exists()
+    shutil.rmtree(folder)
+    folder.mkdir()  # emptied (a fresh container): cold again
+    assert cache_state(folder) == "cold"
+    assert note_compiled(None, None) is None  # no cache kept
+
+
+def _kernel(folder, name: str, size: int, days_ago: float) -> None:
+    """A compiled kernel's entry as Triton writes one: a folder of files, last used days ago."""
+    entry = folder / name
+    entry.mkdir(parents=True)
+    for part in ("k.cubin", "k.json"):
+        (entry / part).write_bytes(b"x" * (size // 2))
+        when = time.time() - days_ago * 86400
+        os.utime(entry / part, (when, when))
+
+
+def test_the_cache_drops_its_least_recently_used_kernels_to_fit_its_cap(tmp_path):
+    folder = tmp_path / "triton"
+    for name, days in (("old", 30), ("older", 60), ("recent", 1), ("tonight", 0)):
+        _kernel(folder, name, 1000, days)
+    (folder / "loose.bin").write_bytes(b"x" * 500)  # a file at the top, used just now
+    outside = tmp_path / "elsewhere"
+    _kernel(outside, "kept", 1000, 90)
+    (folder / "link").symlink_to(outside / "kept")  # removed as a link, never followed
+    os.utime(folder / "link", (0, 0), follow_symlinks=False)
+    link = (folder / "link").lstat().st_size
+
+    assert prune(folder, 10.0) == 0  # under the cap: nothing goes
+    # 4,500 bytes and the link's for 2,600: the link and the two oldest go
+    assert prune(folder, 2.6e-6) == 2000 + link
+    assert sorted(p.name for p in folder.iterdir()) == ["loose.bin", "recent", "tonight"]
+    assert (outside / "kept" / "k.cubin").exists()
+    assert prune(folder, 1e-9) == 2500 and not any(folder.iterdir())  # a cap below one kernel
+    assert prune(tmp_path / "missing", 1.0) == 0 and prune(None, 1.0) == 0
+
+
+def test_a_night_prunes_its_kernel_cache_to_the_suites_cap(run_suite, settings):
+    cache = settings.data_dir / "cache" / "device" / "triton"
+    _kernel(cache, "last-version", 4000, 20)  # a kernel of the suite's version before
+    options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
+    detail = run_suite("test_light.py", **options, kernel_cache_gb=2e-6)
+    assert detail["run"]["kernel_cache"] == "warm"  # as the night found it
+    # tonight's 20 compiled kernels (8 bytes each) stay; the old version's kernel is gone
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        ["autotuning", *(f"kernel-{i}" for i in range(20))]
+    )

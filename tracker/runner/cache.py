@@ -1,0 +1,96 @@
+"""The suite's compiled-kernel cache (Triton's) kept between nights: where it is, whether a night
+found it warm, and its size kept under the suite's cap."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from tracker.config import Settings, SuiteConfig
+
+log = logging.getLogger(__name__)
+
+
+def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
+    """Where the suite's compiled kernels stay between runs (Triton's cache); None when the
+    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us).
+    Autotuning results are not kept there unless the suite's `env` sets
+    `TRITON_CACHE_AUTOTUNING = "1"`: a kept tuning fixes each autotuned kernel's config from
+    night to night, where a CI run in a fresh container tunes again and may pick another (other
+    block sizes, other rounding), so a config-dependent failure would hide. A compiled kernel is
+    the same binary either way. The price, on one warm H200 night (BM): each of Liger's
+    fused_moe correctness cases, first of its kind in its process, took 191-249 s, where alone
+    one takes ~28 s (bench/README.md, calls BL-BN)."""
+    if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
+        return None
+    folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder.resolve()
+
+
+NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
+
+
+def cache_state(folder: Path | None) -> str | None:
+    """`warm` when the compiled-kernel cache holds something, `cold` when empty; None: no cache,
+    or an empty one that the suite's last night left empty (a suite that compiles nothing: it
+    would otherwise plan every night as cold, `Feed._crowded` included)."""
+    if folder is None:
+        return None
+    if next(folder.iterdir(), None):
+        return "warm"
+    return None if (folder.parent / NOTHING_COMPILED).exists() else "cold"
+
+
+def note_compiled(folder: Path | None, started: str | None) -> str | None:
+    """After a night that ran its tests: the cache state it started with, as it turned out,
+    and the mark of a suite that compiles nothing set or cleared for the next night."""
+    if folder is None:
+        return started
+    mark = folder.parent / NOTHING_COMPILED
+    if next(folder.iterdir(), None):
+        mark.unlink(missing_ok=True)
+        return started or "cold"  # it started empty (marked) and compiled: a cold night
+    mark.touch()
+    return None  # nothing was compiled: no cache to speak of (a CPU suite)
+
+
+def _entry(path: Path) -> tuple[float, int]:
+    """When an entry of the cache (a kernel's folder, or a file) was last used, and its bytes: its
+    files' latest access or change. relatime, Linux's default, updates a file's access time at
+    most once a day on reads, which is what a nightly cache needs."""
+    if path.is_symlink() or not path.is_dir():
+        st = path.lstat()
+        return max(st.st_atime, st.st_mtime), st.st_size
+    used, size = path.lstat().st_mtime, 0
+    for root, _, files in os.walk(path):  # symlinks are not followed
+        for name in files:
+            st = os.lstat(os.path.join(root, name))
+            used, size = max(used, st.st_atime, st.st_mtime), size + st.st_size
+    return used, size
+
+
+def prune(folder: Path | None, limit_gb: float) -> int:
+    """Remove the least recently used entries until the cache holds `limit_gb` at most; the bytes
+    removed. Triton names each compiled kernel by a hash of its source and options, so a changed
+    kernel or a new version of the suite compiles anew, and the old entries are never read again:
+    without a cap the folder grows by every version (Liger's test/transformers compiles 1.8 GB:
+    bench/README.md, call BL). Run after a night, whose own kernels are the most recent."""
+    if folder is None or not folder.is_dir():
+        return 0
+    entries = sorted((*_entry(p), p) for p in folder.iterdir())
+    over = sum(size for _, size, _ in entries) - int(limit_gb * 1e9)
+    freed = 0
+    for _, size, path in entries:
+        if freed >= over:
+            break
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        freed += size
+    if freed:
+        log.info("kernel cache %s: %d bytes of least recently used kernels removed", folder, freed)
+    return freed
