@@ -457,14 +457,11 @@ def plan_command(
         f"evidence{why if share.blind(samples, warm) else ''}; {untried} untried: no warm night "
         "ran them with and without company), "
         + (
-            f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: "
+            f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: one while "
+            "short tests are left, then "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
-            + (
-                "; an untried test waits for a lane while a case of its kernel runs, "
-                "unless a slot has nothing else to do"
-                if untried
-                else ""
-            )
+            + (" (an untried test not while a case of its kernel runs)" if untried else "")
+            + "; a slot with nothing else to do takes one beyond that"
             if warm
             else "by their attempts beside others; tonight's cache is cold: they mostly compile, "
             "on the CPU, which does not take turns, so they run in no chain, and a device starts "
