@@ -56,7 +56,9 @@ def _kernel(folder, name: str, size: int, days_ago: float) -> None:
 
 def test_the_cache_drops_its_least_recently_used_kernels_to_fit_its_cap(tmp_path):
     folder = tmp_path / "triton"
-    for name, days in (("old", 30), ("older", 60), ("recent", 1), ("tonight", 0)):
+    # made, and named, newest first: neither a folder's own time (its making) nor its name may pass
+    # for its kernels' last use
+    for name, days in (("k1-tonight", 0), ("k2-recent", 1), ("k3-older", 60), ("k4-old", 30)):
         _kernel(folder, name, 1000, days)
     (folder / "loose.bin").write_bytes(b"x" * 500)  # a file at the top, used just now
     outside = tmp_path / "elsewhere"
@@ -68,9 +70,11 @@ def test_the_cache_drops_its_least_recently_used_kernels_to_fit_its_cap(tmp_path
     assert prune(folder, 10.0) == 0  # under the cap: nothing goes
     # 4,500 bytes and the link's for 2,600: the link and the two oldest go
     assert prune(folder, 2.6e-6) == 2000 + link
-    assert sorted(p.name for p in folder.iterdir()) == ["loose.bin", "recent", "tonight"]
+    assert sorted(p.name for p in folder.iterdir()) == ["k1-tonight", "k2-recent", "loose.bin"]
     assert (outside / "kept" / "k.cubin").exists()
-    assert prune(folder, 1e-9) == 2500 and not any(folder.iterdir())  # a cap below one kernel
+    # a cap below what the last day used: that stays (the next night is warm, as recorded)
+    assert prune(folder, 1e-9, keep_since=time.time() - 2 * 86400) == 0
+    assert prune(folder, 1e-9) == 2500 and not any(folder.iterdir())  # no such bound: all go
     assert prune(tmp_path / "missing", 1.0) == 0 and prune(None, 1.0) == 0
 
 
@@ -78,9 +82,10 @@ def test_a_night_prunes_its_kernel_cache_to_the_suites_cap(run_suite, settings):
     cache = settings.data_dir / "cache" / "device" / "triton"
     _kernel(cache, "last-version", 4000, 20)  # a kernel of the suite's version before
     options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
-    detail = run_suite("test_light.py", **options, kernel_cache_gb=2e-6)
+    detail = run_suite("test_light.py", **options, kernel_cache_gb=1e-9)  # below tonight's
     assert detail["run"]["kernel_cache"] == "warm"  # as the night found it
-    # tonight's 20 compiled kernels (8 bytes each) stay; the old version's kernel is gone
+    # the old version's kernel is gone; tonight's 20 compiled kernels stay, over the cap, so the
+    # next night starts as warm as it will be recorded
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         ["autotuning", *(f"kernel-{i}" for i in range(20))]
     )

@@ -76,8 +76,8 @@ class SuiteConfig(_Strict):
     # Autotuning is not kept unless `env` sets TRITON_CACHE_AUTOTUNING = "1" (runner/cache.py)
     kernel_cache: bool = True
     cache_dir: Path | None = None
-    # its size cap: after each night the least recently used kernels go first until it fits
-    # (a new version of the suite compiles anew; Liger's test/transformers takes 1.8 GB)
+    # its size cap: after each night the least recently used kernels go first until it fits,
+    # none the last day used (a new version of the suite compiles anew; Liger's tests: 1.8 GB)
     kernel_cache_gb: float = Field(default=10, gt=0)
 
     _name = field_validator("name")(_safe_name)

@@ -64,27 +64,31 @@ def _entry(path: Path) -> tuple[float, int]:
     if path.is_symlink() or not path.is_dir():
         st = path.lstat()
         return max(st.st_atime, st.st_mtime), st.st_size
-    used, size = path.lstat().st_mtime, 0
+    used, size = [], 0
     for root, _, files in os.walk(path):  # symlinks are not followed
         for name in files:
             st = os.lstat(os.path.join(root, name))
-            used, size = max(used, st.st_atime, st.st_mtime), size + st.st_size
-    return used, size
+            used.append(max(st.st_atime, st.st_mtime))
+            size += st.st_size
+    return max(used, default=path.lstat().st_mtime), size  # the folder's own: when emptied
 
 
-def prune(folder: Path | None, limit_gb: float) -> int:
-    """Remove the least recently used entries until the cache holds `limit_gb` at most; the bytes
-    removed. Triton names each compiled kernel by a hash of its source and options, so a changed
-    kernel or a new version of the suite compiles anew, and the old entries are never read again:
-    without a cap the folder grows by every version (Liger's test/transformers compiles 1.8 GB:
-    bench/README.md, call BL). Run after a night, whose own kernels are the most recent."""
+def prune(folder: Path | None, limit_gb: float, keep_since: float = float("inf")) -> int:
+    """Remove the least recently used entries until the cache holds `limit_gb` at most, but none
+    used since `keep_since` (epoch seconds); the bytes removed. Triton names each compiled kernel
+    by a hash of its source and options, so a changed kernel or a new version of the suite
+    compiles anew, and the old entries are never read again: without a cap the folder grows by
+    every version (Liger's test/transformers compiles 1.8 GB: bench/README.md, call BL). Run after
+    a night, keeping what the last day used: a cap below one night's kernels would otherwise
+    leave the next night partly cold while it is recorded warm. On a `noatime` mount an entry's
+    last use is its last write."""
     if folder is None or not folder.is_dir():
         return 0
     entries = sorted((*_entry(p), p) for p in folder.iterdir())
     over = sum(size for _, size, _ in entries) - int(limit_gb * 1e9)
     freed = 0
-    for _, size, path in entries:
-        if freed >= over:
+    for used, size, path in entries:
+        if freed >= over or used >= keep_since:
             break
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -93,4 +97,9 @@ def prune(folder: Path | None, limit_gb: float) -> int:
         freed += size
     if freed:
         log.info("kernel cache %s: %d bytes of least recently used kernels removed", folder, freed)
+    if freed < over:
+        log.warning(
+            "kernel cache %s: %.1f GB with what the last day used, over kernel_cache_gb = %g",
+            folder, (over + int(limit_gb * 1e9) - freed) / 1e9, limit_gb,
+        )  # fmt: skip
     return freed
