@@ -73,7 +73,7 @@ def test_the_cache_drops_its_least_recently_used_kernels_to_fit_its_cap(tmp_path
     assert sorted(p.name for p in folder.iterdir()) == ["k1-tonight", "k2-recent", "loose.bin"]
     assert (outside / "kept" / "k.cubin").exists()
     # a cap below what the last day used: that stays (the next night is warm, as recorded)
-    assert prune(folder, 1e-9, keep_since=time.time() - 2 * 86400) == 0
+    assert prune(folder, 1e-9, night_start=time.time() - 86400) == 0
     assert prune(folder, 1e-9) == 2500 and not any(folder.iterdir())  # no such bound: all go
     assert prune(tmp_path / "missing", 1.0) == 0 and prune(None, 1.0) == 0
 

@@ -73,22 +73,25 @@ def _entry(path: Path) -> tuple[float, int]:
     return max(used, default=path.lstat().st_mtime), size  # the folder's own: when emptied
 
 
-def prune(folder: Path | None, limit_gb: float, keep_since: float = float("inf")) -> int:
+RELATIME = 86400  # seconds: a file read again within them may keep its older access time
+
+
+def prune(folder: Path | None, limit_gb: float, night_start: float | None = None) -> int:
     """Remove the least recently used entries until the cache holds `limit_gb` at most, but none
-    used since `keep_since` (epoch seconds); the bytes removed. Triton names each compiled kernel
-    by a hash of its source and options, so a changed kernel or a new version of the suite
-    compiles anew, and the old entries are never read again: without a cap the folder grows by
-    every version (Liger's test/transformers compiles 1.8 GB: bench/README.md, call BL). Run after
-    a night, keeping what the last day used: a cap below one night's kernels would otherwise
-    leave the next night partly cold while it is recorded warm. On a `noatime` mount an entry's
-    last use is its last write."""
+    used in the day before `night_start` (epoch seconds) or since; the bytes removed. Triton
+    names each compiled kernel by a hash of its source and options, so a changed kernel or a new
+    version of the suite compiles anew, and the old entries are never read again: without a cap
+    the folder grows by every version (Liger's test/transformers compiles 1.8 GB: bench/README.md,
+    call BL). Run after a night, keeping what it used, as far as relatime's access times tell: a
+    cap below one night's kernels would otherwise leave the next night partly cold while it is
+    recorded warm. On a `noatime` mount an entry's last use is its last write."""
     if folder is None or not folder.is_dir():
         return 0
+    keep_since = float("inf") if night_start is None else night_start - RELATIME
     entries = sorted((*_entry(p), p) for p in folder.iterdir())
-    over = sum(size for _, size, _ in entries) - int(limit_gb * 1e9)
-    freed = 0
+    total, limit, freed = sum(size for _, size, _ in entries), int(limit_gb * 1e9), 0
     for used, size, path in entries:
-        if freed >= over or used >= keep_since:
+        if total - freed <= limit or used >= keep_since:
             break
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -97,9 +100,9 @@ def prune(folder: Path | None, limit_gb: float, keep_since: float = float("inf")
         freed += size
     if freed:
         log.info("kernel cache %s: %d bytes of least recently used kernels removed", folder, freed)
-    if freed < over:
+    if total - freed > limit:
         log.warning(
-            "kernel cache %s: %.1f GB with what the last day used, over kernel_cache_gb = %g",
-            folder, (over + int(limit_gb * 1e9) - freed) / 1e9, limit_gb,
+            "kernel cache %s: %.1f GB with what the last night used, over kernel_cache_gb = %g",
+            folder, (total - freed) / 1e9, limit_gb,
         )  # fmt: skip
     return freed

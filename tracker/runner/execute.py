@@ -372,7 +372,7 @@ def execute(
         record.finished_at = datetime.now(UTC)
         if status != RUN_INFRA:
             record.kernel_cache = note_compiled(cache, record.kernel_cache)
-            prune(cache, suite.kernel_cache_gb, keep_since=started.timestamp() - 86400)
+            prune(cache, suite.kernel_cache_gb, started.timestamp())
         return record
 
     cache = kernel_cache(settings, suite)
