@@ -420,9 +420,9 @@ def plan_command(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
         "test's expected time, "
         + (
-            "the tests that fill a device taking turns on it; on three real warm GPU nights "
-            "the tests done by 1 min were 12-141 off the prediction, by each later minute at "
-            "most 15: bench/README.md)"
+            "the tests that fill a device taking turns on it; on four real warm GPU nights "
+            "the tests done by 1 min were 11-141 off the prediction, by each later minute at "
+            "most 21: bench/README.md)"
             if in_turns
             else "without tests slowing each other; on real cold GPU nights a test's time was "
             "typically 1.3-3.5x off its expected one: bench/README.md)"
