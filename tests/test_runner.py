@@ -248,10 +248,10 @@ def test_a_failure_the_limit_left_without_its_rerun_is_named(run_suite, tmp_path
     run = detail["run"]
     assert run["status"] == "timed_out"
     assert outcomes(detail)["test_a.py::test_slow_failure"][1][0] == "failed"
-    assert "1 failure not rerun, the run's limit came first" in run["message"]
+    assert "1 failure without a finished rerun, the run's limit came first" in run["message"]
     assert "test_a.py::test_slow_failure" in run["message"]
     passing = run_suite(suite_path=suite, test_timeout=60, run_timeout=40, rerun_reserve=0)
-    assert "not rerun" not in (passing["run"]["message"] or "")  # rerun in time: no such note
+    assert "finished rerun" not in (passing["run"]["message"] or "")  # rerun in time: no such note
 
 
 def test_two_workers_share_the_suite(run_suite):

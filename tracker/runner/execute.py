@@ -459,8 +459,9 @@ def execute(
     limited = execution.timed_out or execution.cut_short
     if suite.reruns and limited and (unrerun := _not_rerun(record, runnable)):
         execution.notes.append(
-            f"{plural(len(unrerun), 'failure')} not rerun, the run's limit came first (each "
-            f"failed once; whether it passes alone is not known): {', '.join(unrerun[:5])}"
+            f"{plural(len(unrerun), 'failure')} without a finished rerun, the run's limit came "
+            f"first (each failed once; whether it passes alone is not known): "
+            f"{', '.join(unrerun[:5])}"
             + (f" and {len(unrerun) - 5} more" if len(unrerun) > 5 else "")
         )
     if starts := [a.started_at for a in attempts if a.started_at]:
