@@ -420,7 +420,7 @@ def plan_command(
         f"predicted: the last test ends {predicted.end:,.0f} s after the first starts (from each "
         "test's expected time, "
         + (
-            "the tests that fill a device taking turns on it; on four real warm GPU nights "
+            "the tests that fill a device taking turns on it; on five real warm GPU nights "
             "the tests done by 1 min were 11-141 off the prediction, by each later minute at "
             "most 21: bench/README.md)"
             if in_turns

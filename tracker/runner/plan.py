@@ -192,9 +192,9 @@ def simulate(
 ) -> Prediction:
     """Run the hand-out with the expected times: `slots` maps each slot to its device. With
     `turns` (`in_turns`), the tests that fill their device take turns on it, as the model says
-    they do. Predicted at full speed side by side instead, four warm H200 nights were predicted
+    they do. Predicted at full speed side by side instead, five warm H200 nights were predicted
     11-48 tests ahead of what they finished by each minute from the second, in turns 21 apart at
-    most (bench/README.md, calls BL-BP)."""
+    most (bench/README.md, calls BL-BS)."""
     feed = Feed(slots, warm)
     fill(feed, nodeids, expected, group)
     shared = {n: 1.0 for n in nodeids if expected[n].fills} if turns else {}
