@@ -21,7 +21,13 @@
 #   Triton and inductor caches emptied before each (the summary appends)
 # WARM_FROM: a Triton cache folder each lane starts from a copy of (a warm night); without it
 #   every lane starts cold. Triton keeps autotuning results there only with
-#   TRITON_CACHE_AUTOTUNING=1 in the caller's environment (both lanes pass it to pytest)
+#   TRITON_CACHE_AUTOTUNING=1 in the caller's environment (both lanes pass it to pytest); the
+#   inductor cache starts empty, or from a copy of WARM_FROM.inductor where there is one
+# IF_LOST=cold: where WARM_FROM is no folder (the lease ended between calls, and /tmp with it),
+#   every lane runs cold instead of the script stopping, so the fresh machine's start is not
+#   spent for nothing (calls BQ-BS lost 84 s so)
+# KEEP: a folder the first lane's Triton cache is copied to after the lanes, its inductor
+#   cache to KEEP.inductor: a later call's WARM_FROM (in the same lease)
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane's tests are stopped (default 570: inside one 10-minute call, with
 # room for the tracker to store its run after it, 6-10 s).
@@ -33,11 +39,19 @@ OUT=${OUT:-/tmp/out}
 WPD=${WPD:-8}
 DEADLINE=${DEADLINE:-570}
 FILES=${FILES:-test/transformers}
+mkdir -p "$OUT"
 if [ -n "${WARM_FROM:-}" ] && [ ! -d "$WARM_FROM" ]; then
   # a lease that ended between calls takes /tmp with it: the night would run cold, labelled warm
-  echo "WARM_FROM=$WARM_FROM is no folder (was the machine given back since?)" >&2; exit 2
+  if [ "${IF_LOST:-}" != cold ]; then
+    echo "WARM_FROM=$WARM_FROM is no folder (was the machine given back since?)" >&2; exit 2
+  fi
+  echo "WARM_FROM=$WARM_FROM is no folder (the lease ended since): every lane runs cold" |
+    tee -a "$OUT/summary.txt" >&2
+  WARM_FROM=
 fi
-mkdir -p "$OUT"
+inductor=/tmp/torchinductor_$(id -un)  # torch's default, shared by the lanes
+rm -rf /tmp/torchinductor_*
+if [ -n "${WARM_FROM:-}" ] && [ -d "$WARM_FROM.inductor" ]; then cp -a "$WARM_FROM.inductor" "$inductor"; fi
 rm -rf /tmp/lane*  # a warm machine keeps an earlier call's lanes: their logs and Triton caches
 python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
 if python3 -m venv /tmp/tv 2>/dev/null && [ -x /tmp/tv/bin/pip ]; then
@@ -128,6 +142,12 @@ for lane in ${LANES:-tracker:0:h200-1gpu xdist:1}; do
 done
 wait
 echo "all lanes done $(( $(date +%s) - t_script )) s after the script's start"
+if [ -n "${KEEP:-}" ]; then  # the first lane's caches, for a later call's WARM_FROM
+  triton=/tmp/lane0/triton
+  [ -d /tmp/lane0/data/cache/transformers/triton ] && triton=/tmp/lane0/data/cache/transformers/triton
+  rm -rf "$KEEP" "$KEEP.inductor" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor"
+  echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP, the inductor cache in $KEEP.inductor"
+fi
 
 for work in /tmp/lane*; do
   lane=$(cat "$work/lane"); launch=$(cat "$work/launch")
