@@ -145,8 +145,8 @@ echo "all lanes done $(( $(date +%s) - t_script )) s after the script's start"
 if [ -n "${KEEP:-}" ]; then  # the first lane's caches, for a later call's WARM_FROM
   triton=/tmp/lane0/triton
   [ -d /tmp/lane0/data/cache/transformers/triton ] && triton=/tmp/lane0/data/cache/transformers/triton
-  rm -rf "$KEEP" "$KEEP.inductor" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor"
-  echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP, the inductor cache in $KEEP.inductor"
+  rm -rf "$KEEP" "$KEEP.inductor" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor" &&
+    echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP, the inductor cache in $KEEP.inductor"
 fi
 
 for work in /tmp/lane*; do
