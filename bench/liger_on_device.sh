@@ -17,8 +17,8 @@
 #                                                 first runs ORDER in one pytest process, stores
 #                                                 its report log as a run (tracker ingest), then
 #                                                 searches that run's order
-#   one GPU only: run the script twice in one call, one lane each, DEADLINE halved, the
-#   Triton and inductor caches emptied before each (the summary appends)
+#   one GPU only: run the script twice in one call, one lane each, DEADLINE halved (each run
+#   empties the inductor cache and gives its lanes fresh Triton caches; the summary appends)
 # WARM_FROM: a Triton cache folder each lane starts from a copy of (a warm night); without it
 #   every lane starts cold. Triton keeps autotuning results there only with
 #   TRITON_CACHE_AUTOTUNING=1 in the caller's environment (both lanes pass it to pytest); the
