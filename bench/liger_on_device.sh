@@ -171,7 +171,7 @@ for t in d["results"]:
     if t["outcome"] not in ("passed", "skipped", "xfailed", "not_run"):
         print(" ", t["outcome"], t["nodeid"][:140], [(a["outcome"], (a["message"] or "")[:160]) for a in t["attempts"]])
 EOF
-    [ -f "$work/plan.txt" ] && head -c 2500 "$work/plan.txt"
+    [ -f "$work/plan.txt" ] && head -c 2500 "$work/plan.txt" && echo  # the cut line ends here
   else
     logs=$work/xdist.jsonl
     tail -2 "$work/xdist.txt"
