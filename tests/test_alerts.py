@@ -225,6 +225,34 @@ def test_a_test_passing_again_is_not_called_fixed(tmp_path):
     assert f"Failed in #{second}, passed now: 1" in listed
 
 
+def test_a_failure_without_a_result_next_time_is_not_called_passed(tmp_path):
+    """A run that skipped a test, or an ingested log that ended before it, says nothing of a
+    failure before it: neither "passed" nor "still failing" (run 25 of calls BT-BV, an xdist log
+    cut by its limit, said "Still failing: 0" of run 21's failure it never reached)."""
+    settings = settings_for(tmp_path)
+    failing = {f"t/test_a.py::test_{n}": ("failed", "boom") for n in "xyz"}
+    first = _store(settings, tmp_path, 0, failing)
+    second = _store(settings, tmp_path, 1, {"t/test_a.py::test_x": ("skipped", "no device"),
+                                           "t/test_a.py::test_z": ("passed", None)})  # fmt: skip
+    alerts.after_run(settings, second)
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(settings)) as client:
+        answer = client.get(f"/api/v1/runs/{second}/changes").json()
+        page = client.get(f"/runs/{second}").text
+        listed = client.get(f"/runs/{second}?against={first}").text
+    changes = answer["changes"]
+    assert changes["fixed"] == ["t/test_a.py::test_z"] and changes["still_failing"] == []
+    assert changes["no_result"] == ["t/test_a.py::test_x", "t/test_a.py::test_y"]
+    fixed = [e["text"] for e in answer["events"] if e["kind"] == "fixed"]
+    assert fixed == [f"1 test passed that failed in run #{first}"]
+    assert f"Still failing from run #{first}: 0; without a result in this run: 2." in page
+    assert f"Failed in #{first}, passed now: 1" in listed
+    assert (
+        f"Failed in #{first}, without a result now (not run, cut, skipped or absent): 2" in listed
+    )
+
+
 def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("HOOK", f"http://127.0.0.1:9/hook?key={SECRET}")  # nothing listens
     settings = settings_for(

@@ -659,8 +659,11 @@ def test_the_run_page_and_the_api_say_the_same_changes(client):
         passed_now = f"Failed in #{api['previous']}, passed now"
         # this run's outcome, not the verdict of the recent runs ("newly flaky" events)
         flaky_now = f"Flaky in this run (failed, then passed on a rerun), not in #{api['previous']}"
+        no_result = (
+            f"Failed in #{api['previous']}, without a result now (not run, cut, skipped or absent)"
+        )
         for label, key in (("New failures", "new_failures"), (passed_now, "fixed"),
-                           ("Still failing", "still_failing"),
+                           ("Still failing", "still_failing"), (no_result, "no_result"),
                            (flaky_now, "new_flaky")):  # fmt: skip
             assert f"<li>{label}: {len(api[key])}" in page
     assert client.get("/api/v1/runs/6/changes?against=999999").status_code == 404

@@ -54,6 +54,8 @@ CUT = frozenset({TIMEOUT, CRASHED, INTERRUPTED, UNCONFIRMED})
 FAILING = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
 # what long tests beside it on its device can cause: it counts once confirmed alone
 CROWDING = frozenset({TIMEOUT, CRASHED})
+# a final outcome that says nothing of whether the test works: it did not run to an end
+SILENT = frozenset({NOT_RUN, SKIPPED, INTERRUPTED, UNCONFIRMED})
 
 # run statuses
 RUN_PASSED, RUN_FLAKY, RUN_FAILED = "passed", "flaky", "failed"

@@ -17,7 +17,7 @@ from tracker.analysis.flaky import BROKEN, FLAKY_VERDICT, HISTORY_RUNS, NO_DATA,
 from tracker.analysis.kernels import KERNEL_FAILING, KERNEL_NOT_RUN, KERNEL_STABLE
 from tracker.analysis.report import Scope
 from tracker.config import Settings
-from tracker.records import FAILING, FLAKY
+from tracker.records import FAILING, FLAKY, NOT_RUN, PASSED, SILENT
 from tracker.words import plural, spoken
 
 # what a maintainer asks when failures begin: did the stack under the kernels change?
@@ -64,8 +64,13 @@ def run_changes(
         "unknown": " and ".join(unprobed),
         "environment": environment_diff(with_cache(earlier), with_cache(run)),
         "new_failures": sorted(n for n, o in now.items() if o in bad and before.get(n) not in bad),
-        "fixed": sorted(n for n, o in now.items() if o not in bad and before.get(n) in bad),
+        "fixed": sorted(n for n, o in now.items() if o == PASSED and before.get(n) in bad),
         "still_failing": sorted(n for n, o in now.items() if o in bad and before.get(n) in bad),
+        # not run, cut or skipped now, or not in this run at all (an ingested log that ended
+        # early): neither passed nor still failing
+        "no_result": sorted(
+            n for n, o in before.items() if o in bad and now.get(n, NOT_RUN) in SILENT
+        ),
         "new_flaky": sorted(n for n, o in now.items() if o == FLAKY and before.get(n) != FLAKY),
     }
 
