@@ -172,6 +172,9 @@ def test_api_shapes(client):
     assert [f["nodeid"] for f in flaky["flaky"]] == [
         "test/transformers/test_mlp.py::test_falcon[bf16]"
     ]
+    (falcon,) = flaky["flaky"]  # the suite page names what its counts count
+    said = f"first attempt failed in {falcon['failures']} of {falcon['runs']} runs"
+    assert said in " ".join(client.get("/suites/transformers").text.split())
     kernels = client.get("/api/v1/suites/transformers/kernels").json()["kernels"]
     rope = next(k for k in kernels if k["kernel"] == "rope")
     assert (rope["status"], rope["quarantined"]) == ("stable", 1)  # its failure is quarantined
