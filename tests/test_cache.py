@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+from pathlib import Path
 
 from helpers import SUITES
 
-from tracker.runner.cache import NOTHING_COMPILED, cache_state, note_compiled, prune
+from tracker.runner.cache import NOTHING_COMPILED, cache_state, note_compiled, prune, relocate
 
 
 def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, settings):
@@ -89,3 +91,67 @@ def test_a_night_prunes_its_kernel_cache_to_the_suites_cap(run_suite, settings):
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         ["autotuning", *(f"kernel-{i}" for i in range(20))]
     )
+
+
+def _triton_kernel(folder: Path, key: str) -> Path:
+    """A compiled kernel as Triton 3 keeps one: its files, and a group file naming each by its
+    absolute path (`FileCacheManager.put_group`)."""
+    entry = folder / key
+    entry.mkdir(parents=True)
+    paths = {}
+    for name in ("k.cubin", "k.json", "k.ptx"):
+        (entry / name).write_text("x")
+        paths[name] = str(entry / name)
+    group = entry / "__grp__k.json"
+    group.write_text(json.dumps({"child_paths": paths}))
+    return group
+
+
+def _hits(group: Path) -> bool:
+    """Triton's cache hit (`FileCacheManager.get_group`, then `compile`): the metadata file is
+    among the group's paths that exist."""
+    paths = json.loads(group.read_text())["child_paths"]
+    return os.path.exists(paths.get("k.json", ""))
+
+
+def test_a_moved_cache_is_pointed_back_at_its_files(tmp_path):
+    """A cache moved with its data_dir (or restored from a copy) looked warm and compiled every
+    kernel again: Triton names a kernel's files by absolute path (calls BT-BV: a copy of the
+    cache restored elsewhere)."""
+    old = tmp_path / "old" / "triton"
+    group = _triton_kernel(old, "KEY1")
+    odd = {"relative": "k.cubin", "gone": str(old / "KEY2" / "missing.cubin")}
+    (old / "KEY2").mkdir()
+    (old / "KEY2" / "__grp__k.json").write_text(json.dumps({"child_paths": odd}))
+    (old / "KEY3").mkdir()
+    (old / "KEY3" / "__grp__k.json").write_text("{not json")
+    (old / "KEY4").mkdir()
+    (old / "KEY4" / "__grp__k.json").write_text(json.dumps({"child_paths": ["a list"]}))
+    new = tmp_path / "new" / "triton"
+    new.parent.mkdir()
+    shutil.move(old, new)
+    moved = new / "KEY1" / group.name
+    assert cache_state(new) == "warm" and not _hits(moved)  # full, and every kernel a miss
+    assert relocate(new) == 1 and _hits(moved)
+    assert json.loads(moved.read_text())["child_paths"] == {
+        name: str(new / "KEY1" / name) for name in ("k.cubin", "k.json", "k.ptx")
+    }
+    # what is not Triton's group as we know it, or names no file here, is left as it was
+    assert json.loads((new / "KEY2" / "__grp__k.json").read_text())["child_paths"] == odd
+    assert (new / "KEY3" / "__grp__k.json").read_text() == "{not json"
+    assert relocate(new) == 0 and relocate(None) == 0  # in place: nothing to do
+    assert sorted(p.name for p in (new / "KEY1").iterdir()) == [
+        "__grp__k.json", "k.cubin", "k.json", "k.ptx"
+    ]  # fmt: skip
+
+
+def test_a_night_finds_its_moved_cache_whole(run_suite, settings, tmp_path):
+    cache = settings.data_dir / "cache" / "device" / "triton"
+    elsewhere = tmp_path / "before-the-move" / "triton"
+    group = _triton_kernel(elsewhere, "KEY")
+    shutil.copytree(elsewhere, cache)  # restored from a copy; the original then goes
+    shutil.rmtree(elsewhere)
+    options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
+    detail = run_suite("test_light.py", **options)
+    assert detail["run"]["kernel_cache"] == "warm"
+    assert _hits(cache / "KEY" / group.name)  # and warm it was: Triton reads the kernel

@@ -3,10 +3,11 @@ found it warm, and its size kept under the suite's cap."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tracker.config import Settings, SuiteConfig
 
@@ -28,6 +29,38 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
     folder.mkdir(parents=True, exist_ok=True)
     return folder.resolve()
+
+
+def relocate(folder: Path | None) -> int:
+    """Point the cache's kernels back at their files in `folder`; how many kernels needed it.
+    Triton names a compiled kernel's files by absolute path (`__grp__*.json`, `child_paths`) and
+    reads a kernel from the cache only where those paths exist, so a cache moved with its
+    data_dir, mounted elsewhere, or restored from a copy compiles every kernel again while the
+    folder looks full: the night would be recorded warm and read as a slowdown. Only a path
+    outside its kernel's folder whose file is in that folder here is changed; what Triton wrote
+    otherwise (another layout of a later version) is left as it is."""
+    if folder is None:
+        return 0
+    moved = 0
+    for group in folder.glob("*/__grp__*.json"):
+        try:
+            paths = json.loads(group.read_text(encoding="utf-8"))["child_paths"]
+            here = {
+                child: str(group.parent / PurePath(path).name)
+                for child, path in paths.items()
+                if os.path.isabs(path) and PurePath(path).parent != group.parent
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not Triton's group file as we know it
+        here = {child: path for child, path in here.items() if os.path.exists(path)}
+        if here:
+            temp = group.with_name(f"{group.name}.{os.getpid()}.tmp")
+            temp.write_text(json.dumps({"child_paths": {**paths, **here}}), encoding="utf-8")
+            os.replace(temp, group)  # as Triton writes its own: never half a file
+            moved += 1
+    if moved:
+        log.info("kernel cache %s: %d kernels' files were named in another folder", folder, moved)
+    return moved
 
 
 NOTHING_COMPILED = "compiled-nothing"  # beside a cache folder that a whole night left empty
