@@ -56,10 +56,10 @@ rm -rf /tmp/lane*  # a warm machine keeps an earlier call's lanes: their logs an
 python3 -m pip install -q --no-index --no-deps .device/whl/pytest_reportlog-*.whl
 if python3 -m venv /tmp/tv 2>/dev/null && [ -x /tmp/tv/bin/pip ]; then
   /tmp/tv/bin/pip install -q --no-index --find-links .device/whl kernel-stability-tracker
-  TRACKER=/tmp/tv/bin/tracker
+  TRACKER=/tmp/tv/bin/tracker; TPY=/tmp/tv/bin/python
 else  # no ensurepip: install beside, and keep it off the suite's path
   python3 -m pip install -q --no-index --find-links .device/whl --target /tmp/site kernel-stability-tracker
-  TRACKER="env PYTHONPATH=/tmp/site python3 -m tracker.cli"
+  TRACKER="env PYTHONPATH=/tmp/site python3 -m tracker.cli"; TPY="env PYTHONPATH=/tmp/site python3"
 fi
 nvidia-smi -L
 args=$(for f in $FILES; do printf '"%s", ' "$f"; done)
@@ -135,6 +135,10 @@ for lane in ${LANES:-tracker:0:h200-1gpu xdist:1}; do
   if [ -n "${WARM_FROM:-}" ]; then  # where each tool keeps its Triton cache
     mkdir -p "$work/data/cache/transformers" && cp -r "$WARM_FROM" "$work/data/cache/transformers/triton"
     cp -r "$WARM_FROM" "$work/triton"
+    # Triton names each kernel's files by absolute path: xdist's copy would read them from
+    # wherever WARM_FROM was made, or miss (the tracker points its own copy back each run)
+    $TPY -c 'import sys, pathlib; from tracker.runner.cache import relocate
+print(relocate(pathlib.Path(sys.argv[1])), "kernels of", sys.argv[1], "pointed back")' "$work/triton"
   fi
   if [ "$tool" != xdist ]; then tracker_lane "$tool" "$work" "$gpus" "${runner:-h200}" &
   else xdist_lane "$work" "$gpus" & fi
