@@ -53,11 +53,16 @@ def relocate(folder: Path | None) -> int:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # not Triton's group file as we know it
         here = {child: path for child, path in here.items() if os.path.exists(path)}
-        if here:
-            temp = group.with_name(f"{group.name}.{os.getpid()}.tmp")
+        if not here:
+            continue
+        temp = group.with_name(f"{group.name}.{os.getpid()}.tmp")
+        try:
             temp.write_text(json.dumps({"child_paths": {**paths, **here}}), encoding="utf-8")
             os.replace(temp, group)  # as Triton writes its own: never half a file
-            moved += 1
+        except OSError as exc:  # a read-only cache: its kernels compile again, as before
+            log.warning("kernel cache %s: cannot point %s at its files: %s", folder, group, exc)
+            return moved
+        moved += 1
     if moved:
         log.info("kernel cache %s: %d kernels' files were named in another folder", folder, moved)
     return moved
