@@ -251,6 +251,7 @@ def test_a_failure_without_a_result_next_time_is_not_called_passed(tmp_path):
     assert (
         f"Failed in #{first}, without a result now (not run, cut, skipped or absent): 2" in listed
     )
+    assert "t/test_a.py::test_y</a>" in listed  # not in this run, still linked to its page
 
 
 def test_a_webhook_secret_appears_in_no_page_and_no_log(tmp_path, monkeypatch, caplog):
