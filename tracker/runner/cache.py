@@ -48,11 +48,12 @@ def relocate(folder: Path | None) -> int:
             here = {
                 child: str(group.parent / PurePath(path).name)
                 for child, path in paths.items()
-                if os.path.isabs(path) and PurePath(path).parent != group.parent
+                if os.path.isabs(path)
+                and PurePath(path).parent != group.parent
+                and (group.parent / PurePath(path).name).exists()
             }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # not Triton's group file as we know it
-        here = {child: path for child, path in here.items() if os.path.exists(path)}
         if not here:
             continue
         temp = group.with_name(f"{group.name}.{os.getpid()}.tmp")

@@ -70,12 +70,8 @@ def data(
         groups[signature(f["message"])].append(f)
     changes = run_changes(session, run, against)
     results, total = _results(session, run_id, filters, PAGE)
-    shown = (
-        "new_failures",
-        "fixed",
-        "no_result",
-        "new_flaky",
-    )  # the page links the first 20 of each
+    # the page links the first 20 of each
+    shown = ("new_failures", "fixed", "no_result", "new_flaky")
     named = [n for k in shown for n in (changes or {}).get(k, [])[:20]]
     alert = queries.run_alert(session, run_id)
     named += [n for e in (alert or {}).get("events", []) for n in e["tests"]]
