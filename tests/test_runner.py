@@ -107,6 +107,26 @@ def test_crash_and_timeout_keep_evidence(run_suite):
     assert "Timeout" in soft["message"]
 
 
+def test_timeout_in_reporting_is_a_timeout_not_a_crash(run_suite, tmp_path):
+    # pytest-timeout's limit covers a test's reporting too: its alarm in a reporting hook ends
+    # pytest with an internal error (exit 3), which is the test running out of its time
+    suite = tmp_path / "slow_report"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "import time\n\n\ndef pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call' and report.nodeid.endswith('slowly'):\n"
+        "        time.sleep(60)\n"
+    )
+    (suite / "test_report.py").write_text(
+        "def test_reported_slowly():\n    pass\n\n\ndef test_after():\n    pass\n"
+    )
+    detail = run_suite(suite="slow_report", suite_path=suite, reruns=0)
+    assert outcomes(detail) == {
+        "test_report.py::test_reported_slowly": ("timeout", ["timeout"]),
+        "test_report.py::test_after": ("passed", ["passed"]),
+    }
+
+
 def test_poisoned_process_is_restarted_not_cascaded(run_suite):
     detail = run_suite("test_poison.py", reruns=0)
     assert "device-fatal error" in detail["run"]["message"]

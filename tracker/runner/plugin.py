@@ -4,7 +4,8 @@ library. It is steered by environment variables:
 
 TRACKER_EVENTS   JSON-lines file: `start` of every test (so the supervisor knows which test a
                  dead or hung process was in), `fatal` when a device-fatal error was seen,
-                 `collected` (the ordered test ids) in collect-only and pull modes.
+                 `collected` (the ordered test ids) in collect-only and pull modes, `timeout`
+                 when pytest-timeout's limit ended pytest itself.
 TRACKER_SELECT   file with the test ids to run, one per line, in this order; files holding none of
                  them are not even imported.
 TRACKER_FATAL    regular expression of device-fatal errors: the first failure that matches ends the
@@ -185,3 +186,11 @@ def pytest_runtest_protocol(item, nextitem):
     # Stop only after the test's teardown, so its own reports are complete.
     if getattr(item, "_tracker_fatal", False):
         item.session.shouldstop = "device-fatal error: the tracker reruns the rest in a new process"
+
+
+def pytest_internalerror(excrepr, excinfo) -> None:
+    """pytest-timeout's limit covers a test's reporting too, and its alarm landing in a reporting
+    hook (a report of megabytes, under load) ends pytest with an internal error: the test ran out
+    of its time, it did not crash, so say so before pytest goes."""
+    if excinfo is not None and str(excinfo.value).endswith("from pytest-timeout."):
+        _emit(e="timeout", message=str(excinfo.value)[:200])

@@ -194,6 +194,7 @@ class Watch:
         self.finished: set[str] = set()
         self.positions: dict[str, int] = {}  # order in which tests started in the process
         self.fatal: str | None = None
+        self.timeout: str | None = None  # pytest-timeout's limit ended pytest itself
         self.last_start: tuple[str, float] | None = None
 
     def event(self, event: dict) -> None:
@@ -203,6 +204,8 @@ class Watch:
             self.positions.setdefault(nodeid, len(self.positions))
         elif event["e"] == "fatal":
             self.fatal = f"{event['signature']} in {event['nodeid']}"
+        elif event["e"] == "timeout":
+            self.timeout = str(event.get("message"))
 
     def report(self, line: str) -> None:
         attempt = self.parser.feed_line(line)
@@ -412,10 +415,13 @@ def _watch(
             why = "the run's time limit was reached during this test"
         elif killed == "reserve":
             why = "the run stopped its tests here, to keep the rest of its time for reruns"
+        elif watch.timeout:  # its alarm came in a reporting hook: not a crash of the test
+            why = f"{watch.timeout} It came while pytest reported the test, and ended pytest."
         else:
             why = f"the test process died ({_exit_text(code)})"
         # a test the run's limit cut did not fail: it is interrupted, no evidence either way
-        outcome = {None: CRASHED, TIMEOUT: TIMEOUT}.get(killed, INTERRUPTED)
+        died = TIMEOUT if watch.timeout else CRASHED
+        outcome = {None: died, TIMEOUT: TIMEOUT}.get(killed, INTERRUPTED)
         watch.blame(current[0], outcome, why, output_tail(output), time.monotonic() - current[1])
     report_done()
     for attempt in watch.done:  # a fast test's report may be read before its start
