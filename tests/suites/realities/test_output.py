@@ -1,10 +1,10 @@
 import pytest
 
 # Each test here writes megabytes into its reports, and pytest-timeout's limit covers the
-# reporting too: its alarm landing in a reporting hook kills pytest (INTERNALERROR), which the
-# runner then rightly records as a crash. Under CI's load the reporting outlasted the 1 s limit
-# the runner's tests give (a rerun `crashed`), so these tests get pytest-timeout's limit of
-# their own; the runner's watchdog (the limit + 2 s) still applies.
+# reporting too: its alarm landing in a reporting hook ends pytest (INTERNALERROR), and the test
+# is a timeout. Under CI's load the reporting outlasted the 1 s limit the runner's tests give
+# (a rerun was recorded `crashed` then), so these tests get pytest-timeout's limit of their
+# own; the runner's watchdog (the limit + 2 s) still applies.
 pytestmark = pytest.mark.timeout(60)
 
 
