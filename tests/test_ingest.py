@@ -417,6 +417,37 @@ def test_an_xdist_reportlog_keeps_each_workers_order_and_times(tmp_path, setting
     assert re.search(r"Idle share per slot: gw0 \d+%, gw1 \d+%\.", page.replace("\n", " "))
 
 
+def test_an_xdist_worker_that_died_in_a_test_is_its_crash(tmp_path):
+    """xdist reports a worker's death as a `???` report of the test it was running ("worker 'gw0'
+    crashed while running ...", in JUnit an error "on setup"), then goes on in a new worker: the
+    test crashed (evidence, to be confirmed alone where long tests shared its device). The
+    reportlog read it as cut by the log's end (`interrupted`, no evidence, the run interrupted),
+    JUnit as an error."""
+    import subprocess
+    import sys
+
+    from helpers import SUITES
+
+    log, xml = tmp_path / "xdist.jsonl", tmp_path / "xdist.xml"
+    args = ["-n", "2", "-p", "xdist", f"--report-log={log}", f"--junitxml={xml}", "test_abort.py"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *args], cwd=SUITES / "realities", capture_output=True
+    )
+    assert b"crashed while running" in run.stdout
+    finals = {
+        "test_abort.py::test_before_abort": "passed",
+        "test_abort.py::test_abort": "crashed",
+        "test_abort.py::test_after_abort": "passed",
+        "test_abort.py::test_after_abort_too": "passed",
+    }
+    record = load(log)
+    (crash,) = [a for a in record.attempts if a.nodeid == "test_abort.py::test_abort"]
+    assert crash.outcome == "crashed" and crash.worker in ("gw0", "gw1")
+    assert crash.message == f"worker '{crash.worker}' crashed while running '{crash.nodeid}'"
+    assert summarize(record)[:2] == (finals, "failed")
+    assert summarize(load(xml))[:2] == (finals, "failed")
+
+
 def test_a_test_the_log_cut_kept_its_worker_busy_until_the_end(tmp_path, settings):
     """A worker on a heavy test when the log was cut has only that test's setup report: the test
     ran at least until the log's last report, and the worker was busy, not idle (AY's xdist

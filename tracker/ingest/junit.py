@@ -30,6 +30,7 @@ import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
 from tracker.records import (
+    CRASHED,
     ERROR,
     FAILED,
     PASSED,
@@ -54,7 +55,7 @@ _RERUN_TAGS = {
     "flakyError": ERROR,
 }
 _RESULT_TAGS = {"skipped": SKIPPED, "failure": FAILED, "error": ERROR}
-_SEVERITY = {PASSED: 0, SKIPPED: 1, XFAILED: 1, FAILED: 2, TIMEOUT: 2, ERROR: 3}
+_SEVERITY = {PASSED: 0, SKIPPED: 1, XFAILED: 1, FAILED: 2, TIMEOUT: 2, ERROR: 3, CRASHED: 4}
 _STATUS = {  # the `status` attribute of tst, gtest and Catch2 files, when no element says more
     "disabled": SKIPPED,
     "notrun": SKIPPED,
@@ -121,12 +122,17 @@ def _text(el: Element) -> str:
     return f"{message}\n{body}".strip() if body and body != message else message or body
 
 
+_XDIST_CRASH = re.compile(r"worker '[^'\n]*' crashed while running '")
+
+
 def _outcome_of(el: Element) -> str:
     outcome = _RESULT_TAGS[el.tag]
     if outcome == SKIPPED and el.get("type") == "pytest.xfail":
         return XFAILED
     if outcome == FAILED and (el.get("message") or "").startswith("Failed: Timeout"):
         return TIMEOUT  # pytest-timeout
+    if outcome in (FAILED, ERROR) and _XDIST_CRASH.match((el.text or "").strip()):
+        return CRASHED  # the xdist worker died in this test
     return outcome
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tracker.records import (
+    CRASHED,
     ERROR,
     FAILED,
     INTERRUPTED,
@@ -199,6 +200,8 @@ class ReportLogParser:
             and cur.outcome in (None, PASSED, SKIPPED, XFAILED, XPASSED)
         ):
             cur.outcome = TIMEOUT if _is_timeout(cur.message) else ERROR
+        elif when == "???" and failed:  # pytest-xdist: "worker 'gw0' crashed while running" it
+            return self._done(cur, CRASHED)
         # the attempt ends with its teardown, or with a pytest-rerunfailures "rerun" report
         if when == "teardown" or outcome == "rerun":
             return self._done(cur)
