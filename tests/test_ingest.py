@@ -485,6 +485,33 @@ def test_a_test_the_log_cut_kept_its_worker_busy_until_the_end(tmp_path, setting
     assert idle and int(idle.group(1)) < 15
 
 
+def test_an_xdist_crash_beside_a_long_test_counts_once_confirmed_alone(tmp_path):
+    """xdist's report of a crash has no times (0): the test ran from its setup at least until the
+    reports before it, so a long test on another worker ran beside it, and the crash is
+    `unconfirmed` unless a run alone crashed too (as a timeout beside long tests is)."""
+
+    def report(nodeid, when, worker, start, stop, outcome="passed"):
+        fields = {"nodeid": nodeid, "when": when, "outcome": outcome, "worker_id": worker}
+        times = {"duration": stop - start, "start": start, "stop": stop}
+        return json.dumps({"$report_type": "TestReport", **fields, **times})
+
+    t0 = 1_796_226_000.0
+    crash = {"$report_type": "TestReport", "nodeid": "t.py::test_dies", "when": "???"}
+    crash |= {"outcome": "failed", "duration": 0, "start": 0, "stop": 0}
+    crash["longrepr"] = "worker 'gw0' crashed while running 't.py::test_dies'"
+    lines = [
+        report("t.py::test_dies", "setup", "gw0", t0, t0 + 0.1),
+        *(report("t.py::test_long", w, "gw1", t0 + a, t0 + b) for w, a, b in
+          (("setup", 0, 0.1), ("call", 0.1, 30), ("teardown", 30, 30.1))),
+        json.dumps(crash),
+    ]  # fmt: skip
+    path = tmp_path / "crash.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    dies = next(a for a in load(path).attempts if a.nodeid == "t.py::test_dies")
+    assert dies.outcome == "unconfirmed" and dies.duration == pytest.approx(30.1, abs=0.01)
+    assert "beside 1 long test(s) on the same device (test_long)" in dies.message
+
+
 def test_a_junit_file_without_times_draws_no_timeline(tmp_path, settings):
     from fastapi.testclient import TestClient
 

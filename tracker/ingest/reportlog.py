@@ -201,6 +201,8 @@ class ReportLogParser:
         ):
             cur.outcome = TIMEOUT if _is_timeout(cur.message) else ERROR
         elif when == "???" and failed:  # pytest-xdist: "worker 'gw0' crashed while running" it
+            # (its times are 0; written when the worker was found dead, after every report so far)
+            self._ran_until(cur, self.last_stop)
             return self._done(cur, CRASHED)
         # the attempt ends with its teardown, or with a pytest-rerunfailures "rerun" report
         if when == "teardown" or outcome == "rerun":
@@ -234,9 +236,14 @@ class ReportLogParser:
         report alone, a cut xdist night showed the worker on its heaviest test 93% idle)."""
         for cur in list(self._open.values()):
             cur.message = message or cur.message
-            if until and cur.started_at and until > cur.started_at:
-                cur.duration = max(cur.duration, (until - cur.started_at).total_seconds())
+            self._ran_until(cur, until)
             self._done(cur, outcome)
+
+    @staticmethod
+    def _ran_until(cur: _Open, until: datetime | None) -> None:
+        """A test whose end the log does not give ran at least until `until`."""
+        if until and cur.started_at and until > cur.started_at:
+            cur.duration = max(cur.duration, (until - cur.started_at).total_seconds())
 
 
 def parse_reportlog(lines: Iterable[str], max_results: int | None = None) -> ReportLogParser:
