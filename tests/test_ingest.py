@@ -41,6 +41,13 @@ def load(path: Path, **kw):
     return load_run(path, suite="s", runner="r", **kw)
 
 
+def _report(nodeid, when, worker, start, stop, outcome="passed") -> str:
+    """One xdist worker's TestReport line, with its times."""
+    fields = {"nodeid": nodeid, "when": when, "outcome": outcome, "worker_id": worker}
+    times = {"duration": stop - start, "start": start, "stop": stop}
+    return json.dumps({"$report_type": "TestReport", **fields, **times})
+
+
 def finals(record) -> dict[str, str]:
     return summarize(record)[0]
 
@@ -458,16 +465,11 @@ def test_a_test_the_log_cut_kept_its_worker_busy_until_the_end(tmp_path, setting
     from tracker.store import save_run
     from tracker.web.app import create_app
 
-    def report(nodeid, when, worker, start, stop, outcome="passed"):
-        fields = {"nodeid": nodeid, "when": when, "outcome": outcome, "worker_id": worker}
-        times = {"duration": stop - start, "start": start, "stop": stop}
-        return json.dumps({"$report_type": "TestReport", **fields, **times})
-
     t0 = 1_796_226_000.0
     lines = [
-        report("t.py::test_heavy", "setup", "gw1", t0 + 1, t0 + 1.1),  # then the cut
+        _report("t.py::test_heavy", "setup", "gw1", t0 + 1, t0 + 1.1),  # then the cut
         *(
-            report(f"t.py::test_light[{i}]", when, "gw0", t0 + i + a, t0 + i + b)
+            _report(f"t.py::test_light[{i}]", when, "gw0", t0 + i + a, t0 + i + b)
             for i in range(10)
             for when, a, b in (("setup", 0, 0.1), ("call", 0.1, 0.4), ("teardown", 0.4, 0.5))
         ),
@@ -490,18 +492,13 @@ def test_an_xdist_crash_beside_a_long_test_counts_once_confirmed_alone(tmp_path)
     reports before it, so a long test on another worker ran beside it, and the crash is
     `unconfirmed` unless a run alone crashed too (as a timeout beside long tests is)."""
 
-    def report(nodeid, when, worker, start, stop, outcome="passed"):
-        fields = {"nodeid": nodeid, "when": when, "outcome": outcome, "worker_id": worker}
-        times = {"duration": stop - start, "start": start, "stop": stop}
-        return json.dumps({"$report_type": "TestReport", **fields, **times})
-
     t0 = 1_796_226_000.0
     crash = {"$report_type": "TestReport", "nodeid": "t.py::test_dies", "when": "???"}
     crash |= {"outcome": "failed", "duration": 0, "start": 0, "stop": 0}
     crash["longrepr"] = "worker 'gw0' crashed while running 't.py::test_dies'"
     lines = [
-        report("t.py::test_dies", "setup", "gw0", t0, t0 + 0.1),
-        *(report("t.py::test_long", w, "gw1", t0 + a, t0 + b) for w, a, b in
+        _report("t.py::test_dies", "setup", "gw0", t0, t0 + 0.1),
+        *(_report("t.py::test_long", w, "gw1", t0 + a, t0 + b) for w, a, b in
           (("setup", 0, 0.1), ("call", 0.1, 30), ("teardown", 30, 30.1))),
         json.dumps(crash),
     ]  # fmt: skip

@@ -192,5 +192,5 @@ def pytest_internalerror(excrepr, excinfo) -> None:
     """pytest-timeout's limit covers a test's reporting too, and its alarm landing in a reporting
     hook (a report of megabytes, under load) ends pytest with an internal error: the test ran out
     of its time, it did not crash, so say so before pytest goes."""
-    if excinfo is not None and str(excinfo.value).endswith("from pytest-timeout."):
+    if str(excinfo.value).endswith("from pytest-timeout."):
         _emit(e="timeout", message=str(excinfo.value)[:200])

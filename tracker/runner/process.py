@@ -205,7 +205,7 @@ class Watch:
         elif event["e"] == "fatal":
             self.fatal = f"{event['signature']} in {event['nodeid']}"
         elif event["e"] == "timeout":
-            self.timeout = str(event.get("message"))
+            self.timeout = event["message"]
 
     def report(self, line: str) -> None:
         attempt = self.parser.feed_line(line)
