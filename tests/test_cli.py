@@ -357,6 +357,9 @@ def test_at_80_columns_names_stay_whole_and_messages_wrap_at_words(tmp_path):
     kernels = tracker(tmp_path, "kernels", "--suite", "s", process=True).stdout  # no terminal
     assert "fused_linear_scaled_cross_entropy " in kernels and "…" not in kernels
     assert max(len(line) for line in kernels.splitlines()) <= 80
+    heads = " ".join(kernels.split("─")[0].split())  # named by what they count, some on 2 lines
+    assert all(word in heads for word in ("pass", "rate", "flaky", "failing"))
+    assert heads.count("tests") == 3
     shown = tracker(tmp_path, "show", "last").stdout.splitlines()
     message_lines = [line for line in shown if "shared" in line or "RuntimeError" in line]
     assert len(message_lines) > 1 and all(len(line) <= 80 for line in message_lines)
