@@ -366,6 +366,28 @@ def test_at_80_columns_names_stay_whole_and_messages_wrap_at_words(tmp_path):
     assert all(not line.rstrip().endswith(("shar", "Runtim")) for line in message_lines)
 
 
+def test_prose_keeps_a_long_id_whole_and_a_number_with_its_unit(monkeypatch):
+    """A run's note names test ids longer than the line; Rich's wrapping folded them mid-id and
+    parted "145.6" from "s" (`tracker show` at 80 columns on a real night)."""
+    from importlib import import_module
+
+    from rich.console import Console
+
+    app = import_module("tracker.cli.app")  # the package's `app` is the Typer app
+    console = Console(width=30, record=True, soft_wrap=True, highlight=False)
+    monkeypatch.setattr(app, "out", console)
+    long_id = "t/test_mlp.py::test_correctness[dtype0-2-256-256-512]"
+    app.prose(f"the runs took exactly 145.6 s, and {long_id} failed twice\nat 8 slots", 2)
+    lines = console.export_text().splitlines()
+    assert lines == [
+        "  the runs took exactly",
+        "  145.6 s, and",
+        f"  {long_id}",
+        "  failed twice",
+        "  at 8 slots",
+    ]
+
+
 def test_a_database_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path):
     from helpers import TRACKER, junit
 

@@ -9,6 +9,7 @@ Exit codes: 0 success (a run that passed, or passed with flaky tests; promotion 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -51,13 +52,25 @@ out = SafeConsole(highlight=False, soft_wrap=True)  # ids and paths stay whole, 
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
+# a word to wrap at: a number with its unit ("145.6 s,"), else a run of anything but spaces
+_WORD = re.compile(r"\d[\d.,]* (?:s|min|GB)\b[^ ]*|[^ ]+")
+
+
 def prose(text: Text | str, indent: int = 0) -> None:
-    """Sentences, wrapped at word ends to the terminal under an indent: soft-wrapped like the
-    ids, an 80-column terminal folded a promotion note mid-word."""
+    """Sentences, wrapped at spaces to the terminal under an indent (soft-wrapped like the ids,
+    an 80-column terminal folded a promotion note mid-word). A word longer than the line, a test
+    id in a run's note, stays whole on a line of its own, as ids do everywhere, and a number
+    keeps its unit: Rich's wrapping folded such ids mid-id and parted "145.6" from "s"."""
     text = Text(text) if isinstance(text, str) else text
-    for line in text.wrap(out, max(out.width - indent, 20)):
-        line.rstrip()
-        out.print(Text(" " * indent) + line)
+    width = max(out.width - indent, 20)
+    for part in text.split("\n", allow_blank=True):
+        line: tuple[int, int] | None = None  # the span of `part` on the line so far
+        for word in _WORD.finditer(part.plain):
+            if line and word.end() - line[0] > width:
+                out.print(Text(" " * indent) + part[line[0] : line[1]])
+                line = None
+            line = (line[0] if line else word.start(), word.end())
+        out.print(Text(" " * indent) + (part[line[0] : line[1]] if line else Text()))
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
