@@ -12,6 +12,7 @@ from helpers import SUITES, outcomes
 
 from tracker.ingest.confirm import settle
 from tracker.records import (
+    FAILED,
     INTERRUPTED,
     PASSED,
     TIMEOUT,
@@ -209,6 +210,31 @@ def test_a_lane_whose_chain_waits_on_its_kernel_takes_another_devices_untried_wo
     assert feed.take("d1w1") == "g.py::t"  # its second lane: h's other case waits for the first
     assert feed.pending("d1w2")  # with nothing else left, beyond the lanes
     assert feed.take("d1w2").startswith("h.py::t[")
+
+
+def test_a_warm_cache_lacks_the_kernels_of_tests_not_finished_since_it_was_empty():
+    """A cold night fills the cache with the kernels of the tests it finished; a warm night after
+    it compiles the others (the cut ones, new ones), and those attempts' times include compiling.
+    A night that keeps no cache state (ingested) says nothing of it, nor do nights before the
+    first cold one."""
+
+    def night(run: int, warm: bool | None, **tests: str) -> list[Sample]:
+        return [Sample(run, n, 1, 1.0, o, _at(0), "d0w0", warm) for n, o in tests.items()]
+
+    assert share.cache_gaps(night(1, True, a=PASSED)) == (set(), None)  # no cold night: not known
+    samples = [
+        *night(1, True, a=PASSED),  # before the first cold night: nothing known
+        *night(2, False, a=PASSED, b=INTERRUPTED, c=FAILED),
+        *night(3, True, a=PASSED, b=PASSED, d=PASSED),  # b was cut, d is new: both compile
+        *night(4, None, e=PASSED),  # ingested: no cache state
+        *night(5, True, b=PASSED, e=PASSED),  # b finished on night 3: cached; e never was
+    ]
+    gaps, cached = share.cache_gaps(samples)
+    assert gaps == {(3, "b"), (3, "d"), (5, "e")}
+    assert cached == {"a", "b", "c", "d", "e"}
+    # a cold night empties it again
+    gaps, cached = share.cache_gaps([*samples, *night(6, False, a=PASSED, b=INTERRUPTED)])
+    assert cached == {"a"}
 
 
 def test_a_nights_time_alone_is_the_typical_one_not_the_fastest():
@@ -500,6 +526,8 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     fills = [t for t in planned["long_tests"] if t["sharing"] == "fills"]
     assert fills and all(t["untried"] for t in fills)
     assert planned["without_warm_time"] == len(planned["long_tests"])
+    # the cold night finished every test, and no warm night has run yet
+    assert (planned["timed_compiling"], planned["may_compile"]) == (0, 0)
     said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said

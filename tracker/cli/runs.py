@@ -396,6 +396,11 @@ def plan_command(
     # long tests planned warm at a cold night's time: no warm night ran them
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
+    # and those whose warm times are partly compiling, or whose kernels the cache may lack
+    gaps, cached = share.cache_gaps(samples)
+    gapped = {n for _, n in gaps} - coldly
+    timed_compiling = sum(1 for n in long if n in gapped) if warm else 0
+    lacking = sum(1 for n in long if n not in cached) if warm and cached is not None else 0
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
     # the run's limit counts from the run's start, a few seconds before the first test
     by_limit = bisect.bisect_right(predicted.ends, config.run_timeout)
@@ -408,6 +413,7 @@ def plan_command(
                           "filling_at_once": predicted.lanes,
                           "without_history": unknown, "cut_tests": cut,
                           "without_warm_time": compiling,
+                          "timed_compiling": timed_compiling, "may_compile": lacking,
                           "alone_as_turns": turns}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
@@ -438,6 +444,19 @@ def plan_command(
             f"; {plural(compiling, 'long test')} with no warm night yet, expected at a cold "
             "night's time, compiling included, so the end may come sooner"
             if compiling
+            else ""
+        )
+        + (
+            f"; {plural(timed_compiling, 'long test')} timed on warm nights whose cache lacked "
+            "their kernels (no night since it was last empty had finished them), compiling "
+            "included, so the end may come sooner"
+            if timed_compiling
+            else ""
+        )
+        + (
+            f"; {plural(lacking, 'long test')} may compile tonight: no night since the cache was "
+            "last empty finished them"
+            if lacking
             else ""
         )
         + (

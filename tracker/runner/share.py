@@ -96,6 +96,31 @@ def preferred(samples: list[Sample], warm: bool = True) -> list[Sample]:
     return same or samples
 
 
+def cache_gaps(samples: list[Sample]) -> tuple[set[tuple[int, str]], set[str] | None]:
+    """Where a warm cache lacked a test's kernels: (run, test) of each warm night's attempts of
+    a test no night since the cache was last empty (the cold night that filled it, and after)
+    had finished; and the tests whose kernels it holds now (None: no cold night in the window,
+    not known). A cut test compiled only part of its kernels, if any: on one H200 the 8 heavy
+    cases a cold night's limit cut every night ran on the warm night after it in 166-291 s,
+    compiling too (calls BZ, CA), and such times had the plan expect a fused_moe case at 103 s
+    alone against 28 s measured alone. Runs in the order of their ids, which grow with time; a
+    run that keeps no cache state (an ingested one) says nothing."""
+    runs: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        runs[s.run].append(s)
+    gaps: set[tuple[int, str]] = set()
+    cached: set[str] | None = None
+    for run in sorted(runs):
+        cache = runs[run][0].warm
+        if cache is False:
+            cached = set()
+        elif cache and cached is not None:
+            gaps |= {(run, s.nodeid) for s in runs[run] if s.nodeid not in cached}
+        if cache is not None and cached is not None:
+            cached |= {s.nodeid for s in runs[run] if s.outcome not in CUT}
+    return gaps, cached
+
+
 def first_attempts(samples: list[Sample], warm: bool = True) -> dict[str, list[tuple[float, str]]]:
     """(duration, outcome) of each test's first attempts: what the plan's estimates read."""
     out: dict[str, list[tuple[float, str]]] = defaultdict(list)
