@@ -27,7 +27,10 @@
 #   every lane runs cold instead of the script stopping, so the fresh machine's start is not
 #   spent for nothing (calls BQ-BS lost 84 s so)
 # KEEP: a folder the first lane's Triton cache is copied to after the lanes, its inductor
-#   cache to KEEP.inductor: a later call's WARM_FROM (in the same lease)
+#   cache to KEEP.inductor and its tracker database to KEEP.db: a later call's WARM_FROM (in the
+#   same lease), whose tracker lanes then plan with that night in their history, as a runner
+#   would (call CA planned without BZ, the night that filled its cache, so it did not know which
+#   tests BZ's limit had cut)
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane's tests are stopped (default 570: inside one 10-minute call, with
 # room for the tracker to store its run after it, 6-10 s).
@@ -87,7 +90,9 @@ workers_per_device = $WPD
 [analysis]
 polluter_tries = ${TRIES:-3}
 EOF
-  [ -f "$here/.device/hist/$runner.db" ] && cp "$here/.device/hist/$runner.db" "$work/tracker.db"
+  local hist="$here/.device/hist/$runner.db"
+  [ -n "${WARM_FROM:-}" ] && [ -f "$WARM_FROM.db" ] && hist=$WARM_FROM.db  # the cache's night too
+  [ -f "$hist" ] && cp "$hist" "$work/tracker.db"
   if [ "$tool" = polluter ]; then
     if [ -n "${ORDER:-}" ]; then
       local order; read -r -a order <<< "$ORDER"
@@ -105,7 +110,7 @@ EOF
   (cd "$work" && date +%s.%N > launch && $TRACKER run transformers --json > run.json 2> progress.txt
    echo "exit $?" >> progress.txt
    # the next night's plan, with the cache each lane starts from
-   [ -f "$here/.device/hist/$runner.db" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" \
+   [ -f "$hist" ] && $TRACKER plan transformers --devices "$(echo "$gpus" | tr ',' '\n' | wc -l)" \
      "$([ -n "${WARM_FROM:-}" ] && echo --warm || echo --cold)" > plan.txt 2>&1
    cp tracker.db "$OUT/$(basename "$work")-$runner.db")
 }
@@ -149,8 +154,9 @@ echo "all lanes done $(( $(date +%s) - t_script )) s after the script's start"
 if [ -n "${KEEP:-}" ]; then  # the first lane's caches, for a later call's WARM_FROM
   triton=/tmp/lane0/triton
   [ -d /tmp/lane0/data/cache/transformers/triton ] && triton=/tmp/lane0/data/cache/transformers/triton
-  rm -rf "$KEEP" "$KEEP.inductor" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor" &&
+  rm -rf "$KEEP" "$KEEP.inductor" "$KEEP.db" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor" &&
     echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP, the inductor cache in $KEEP.inductor"
+  [ -f /tmp/lane0/tracker.db ] && cp /tmp/lane0/tracker.db "$KEEP.db" && echo "and its night's database in $KEEP.db"
 fi
 
 for work in /tmp/lane*; do
