@@ -101,10 +101,11 @@ def cache_gaps(samples: list[Sample]) -> tuple[set[tuple[int, str]], set[str] | 
     a test no night since the cache was last empty (the cold night that filled it, and after)
     had finished; and the tests whose kernels it holds now (None: no cold night in the window,
     not known). A cut test compiled only part of its kernels, if any: on one H200 the 8 heavy
-    cases a cold night's limit cut every night ran on the warm night after it in 166-291 s,
-    compiling too (calls BZ, CA), and such times had the plan expect a fused_moe case at 103 s
-    alone against 28 s measured alone. Runs in the order of their ids, which grow with time; a
-    run that keeps no cache state (an ingested one) says nothing."""
+    cases a cold night's limit cut (it cuts them every night) ran on the warm night after it in
+    166-291 s, compiling as well as taking turns (calls BZ, CA), and such times had the plan
+    expect a fused_moe case at 103 s alone against 28 s measured alone. Runs in the order of
+    their ids, which grow with time; a run that keeps no cache state (an ingested one) says
+    nothing."""
     runs: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
         runs[s.run].append(s)
