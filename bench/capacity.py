@@ -14,7 +14,8 @@ company counts of a night. `--mix "A=1;B=7"` adds a row after them: 1 copy of A 
 once (a heavy test beside light files, as a chain's lane beside the short tests), each one's
 times. All rows share one Triton cache. `--phase-limit` stops a row's copies after that many
 seconds (their times are then lower bounds, marked `>`); `--deadline` skips the rows that would
-start after it.
+start after it. `--cold`: every copy of every row starts with an empty Triton cache of its own
+(and inductor's), so N copies at once all compile: whether compiling takes turns on the device.
 """
 
 from __future__ import annotations
@@ -54,17 +55,27 @@ def sample_gpu() -> subprocess.Popen | None:
         return None
 
 
-def phase(runs: dict[str, int], root: Path, env: dict, work: Path, limit: float) -> dict:
+def phase(
+    runs: dict[str, int], root: Path, env: dict, work: Path, limit: float, cold: bool = False
+) -> dict:
     """Copies of tests at once (`runs`: test -> copies): each test's copies' times, the GPU's
-    mean use, the wall time."""
+    mean use, the wall time; with `cold`, each copy with empty compile caches of its own."""
     logs = {n: [work / f"{time.monotonic_ns()}-{k}-{i}.jsonl" for i in range(c)]
             for k, (n, c) in enumerate(runs.items())}  # fmt: skip
     gpu = sample_gpu()
     start = time.monotonic()
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+    def own_env(log: Path) -> dict:
+        if not cold:
+            return env
+        return {**env, "TRITON_CACHE_DIR": f"{log}.triton", "TORCHINDUCTOR_CACHE_DIR": f"{log}.ind"}
+
     procs = [
-        subprocess.Popen([*pytest, nodeid, f"--report-log={log}"], cwd=root, env=env, **quiet)
+        subprocess.Popen(
+            [*pytest, nodeid, f"--report-log={log}"], cwd=root, env=own_env(log), **quiet
+        )
         for nodeid, own in logs.items()
         for log in own
     ]
@@ -110,6 +121,7 @@ def main() -> None:
         "--mix", action="append", default=[], help='after the rows: "A=1;B=7", tests at once'
     )
     parser.add_argument("--phase-limit", type=float, default=300.0)
+    parser.add_argument("--cold", action="store_true", help="every copy compiles (`phase`)")
     parser.add_argument("--deadline", type=float, default=560.0, help="seconds from the start")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     args = parser.parse_args()
@@ -127,15 +139,16 @@ def main() -> None:
             left = args.deadline - (time.monotonic() - began)
             if left < 10:
                 break
-            row = phase(runs, args.root, env, Path(tmp), min(args.phase_limit, left))
-            row["cold"] = k == 0
+            limit = min(args.phase_limit, left)
+            row = phase(runs, args.root, env, Path(tmp), limit, args.cold)
+            row["cold"] = k == 0 or args.cold
             rows.append(row)
             ((nodeid, count),) = runs.items() if len(runs) == 1 else ((None, 0),)
-            if count == 1 and k > 0 and row["times"][nodeid]:
+            if count == 1 and (k > 0 or args.cold) and row["times"][nodeid]:
                 alone[nodeid] = min(alone.get(nodeid, float("inf")), row["times"][nodeid][0])
             label = " + ".join(f"{n.split('/')[-1]}" + (f" x {c}" if len(runs) > 1 else "")
                                for n, c in runs.items())  # fmt: skip
-            label += "" if len(runs) > 1 else " (cold)" if k == 0 else " (warm)"
+            label += "" if len(runs) > 1 else " (cold)" if row["cold"] else " (warm)"
             print(row_text(label, row, alone.get(nodeid), count), flush=True)
             (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
 
