@@ -26,6 +26,10 @@ in the same call, each against its lower bound:
   slower, which the model reads as filling, though two at a time do twice the work of one (calls
   BD and BE read the H200's heavy cases so; measured, they take strict turns: calls BF-BH);
   bound: 6 s.
+- warmcut: `warmup`'s suite with its cold nights cut at 11 s, before most heavy tests have
+  compiled: the warm night after compiles them (side by side) while the others take turns on
+  the device, as an H200's warm night did after a cut cold one (calls BZ, CA, CB); xdist runs
+  with the cache the cut night left.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -125,6 +129,8 @@ CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
 KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
 HEAVY, HEAVY_COMPILE, HEAVY_WORK, WARM_CHECKPOINTS = 6, 6.0, 1.0, (2, 4, 6, 8)
 HEAVY_SHARE = 3.0  # seconds of a `warmshare` heavy test once compiled, shared well
+WARMCUT_LIMIT = 11.0  # `warmcut`'s cold nights: the light tests and some heavy compiles
+WARMCUT_CHECKPOINTS = tuple(range(2, 24, 2))  # its warm nights, to their tail
 COMPILER = """import os, pathlib, time
 
 _compiled = set()
@@ -227,8 +233,17 @@ def warmpair(folder: Path, slots: int) -> float:
     return warmup(folder, slots, units=2)
 
 
+def warmcut(folder: Path, slots: int) -> float:
+    """`warmup`'s suite, its cold nights cut by a limit (`WARMCUT_LIMIT`) before every heavy
+    test has compiled: the warm night after compiles those (side by side, on the CPU) and takes
+    turns on the device with the others, as an H200's warm night did after a cold one that cut
+    8 heavy cases (calls BZ, CA; compiling side by side, warm turns: call CB)."""
+    return warmup(folder, slots)
+
+
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
-             "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair}  # fmt: skip
+             "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
+             "warmcut": warmcut}  # fmt: skip
 
 
 def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
@@ -340,18 +355,22 @@ def main() -> None:
                           f"by {CHECKPOINTS} s: {done}{once} |")  # fmt: skip
                 continue
             if scenario.startswith("warm"):  # two cold nights, then `nights - 1` warm ones
+                cache = work / "xdist-cache"  # as warm as the tracker's warm nights
+                limit = WARMCUT_LIMIT if scenario == "warmcut" else 600
+                marks = WARMCUT_CHECKPOINTS if scenario == "warmcut" else WARM_CHECKPOINTS
                 for n in range(1, args.nights + 2):
-                    wall, run, done = night(
-                        Path(src), work, args.slots, cold=n < 3, marks=WARM_CHECKPOINTS
-                    )
+                    if n == 3 and scenario == "warmcut":  # as the cut cold night left it
+                        shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
+                    wall, run, done = night(Path(src), work, args.slots, limit if n < 3 else 600,
+                                            cold=n < 3, marks=marks)  # fmt: skip
                     print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {run['duration']:.1f} s "
                           f"| {run['duration'] / bound:.2f}x | {run['kernel_cache']}, by "
-                          f"{WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
-                cache = work / "xdist-cache"  # as warm as the tracker's warm nights
-                shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
-                wall, done = xdist(work, args.slots, cache=cache, marks=WARM_CHECKPOINTS)
+                          f"{marks} s: {done} |")  # fmt: skip
+                if not cache.exists():
+                    shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
+                wall, done = xdist(work, args.slots, cache=cache, marks=marks)
                 print(f"| {scenario} (bound {bound:.1f} s) | xdist | warm | {wall:.1f} s | - | "
-                      f"{wall / bound:.2f}x | by {WARM_CHECKPOINTS} s: {done} |")  # fmt: skip
+                      f"{wall / bound:.2f}x | by {marks} s: {done} |")  # fmt: skip
                 continue
             wall, _ = xdist(work, args.slots)
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
