@@ -26,10 +26,10 @@ in the same call, each against its lower bound:
   slower, which the model reads as filling, though two at a time do twice the work of one (calls
   BD and BE read the H200's heavy cases so; measured, they take strict turns: calls BF-BH);
   bound: 6 s.
-- warmcut: `warmup`'s suite with its cold nights cut at 11 s, before most heavy tests have
-  compiled: the warm night after compiles them (side by side) while the others take turns on
-  the device, as an H200's warm night did after a cut cold one (calls BZ, CA, CB); xdist runs
-  with the cache the cut night left.
+- warmcut: `warmup`'s suite with 10 heavy tests of 2.5 s of the device each, its cold nights
+  cut at 11 s, before most of them have compiled: the warm night after compiles those (side by
+  side) while all take turns on the device, as an H200's warm night did after a cut cold one
+  (calls BZ, CA, CB); xdist runs with the cache the cut night left; bound: 25 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -130,7 +130,8 @@ KERNELS, PER_KERNEL, COMPILE, WORK = 4, 8, 2.0, 1.2
 HEAVY, HEAVY_COMPILE, HEAVY_WORK, WARM_CHECKPOINTS = 6, 6.0, 1.0, (2, 4, 6, 8)
 HEAVY_SHARE = 3.0  # seconds of a `warmshare` heavy test once compiled, shared well
 WARMCUT_LIMIT = 11.0  # `warmcut`'s cold nights: the light tests and some heavy compiles
-WARMCUT_CHECKPOINTS = tuple(range(2, 24, 2))  # its warm nights, to their tail
+WARMCUT_HEAVY, WARMCUT_WORK = 10, 2.5  # more heavy tests than slots, in turns once compiled
+WARMCUT_CHECKPOINTS = tuple(range(4, 44, 4))  # its warm nights, to their tail
 COMPILER = """import os, pathlib, time
 
 _compiled = set()
@@ -196,9 +197,12 @@ def compiled(folder: Path, slots: int) -> float:
     return (KERNELS * COMPILE + KERNELS * PER_KERNEL * WORK) / slots
 
 
-def warmup(folder: Path, slots: int, fills: bool = True, units: int = 1) -> float:
+def warmup(
+    folder: Path, slots: int, fills: bool = True, units: int = 1, heavy: int = HEAVY,
+    work: float = HEAVY_WORK
+) -> float:  # fmt: skip
     """`fills`: the heavy tests use the device once compiled, `units` of them at once at full
-    speed (else they share it: `warmshare`)."""
+    speed (else they share it: `warmshare`); `heavy` of them, `work` seconds each."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text(INI)
     (folder / "simulated_device.py").write_text(DEVICE)
@@ -210,16 +214,16 @@ def warmup(folder: Path, slots: int, fills: bool = True, units: int = 1) -> floa
         )
     (folder / "test_a_heavy.py").write_text(
         "import time, pytest\nimport simulated_device, simulated_kernels\n\n"
-        f"@pytest.mark.parametrize('i', range({HEAVY}))\n"
+        f"@pytest.mark.parametrize('i', range({heavy}))\n"
         f"def test_heavy(i):\n    simulated_kernels.run(f'h{{i}}', {HEAVY_COMPILE}, cached=True)\n"
         + (
-            f"    simulated_device.use({HEAVY_WORK * units}, {units})\n"
+            f"    simulated_device.use({work * units}, {units})\n"
             if fills
             else f"    time.sleep({HEAVY_SHARE})\n"
         )
     )
-    if fills:  # HEAVY_WORK * units each, `units` at once
-        return HEAVY * HEAVY_WORK
+    if fills:  # work * units each, `units` at once
+        return heavy * work
     return max((HEAVY * HEAVY_SHARE + 8 * 50 * LIGHT) / slots, HEAVY_SHARE)
 
 
@@ -238,7 +242,7 @@ def warmcut(folder: Path, slots: int) -> float:
     test has compiled: the warm night after compiles those (side by side, on the CPU) and takes
     turns on the device with the others, as an H200's warm night did after a cold one that cut
     8 heavy cases (calls BZ, CA; compiling side by side, warm turns: call CB)."""
-    return warmup(folder, slots)
+    return warmup(folder, slots, heavy=WARMCUT_HEAVY, work=WARMCUT_WORK)
 
 
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
