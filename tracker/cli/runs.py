@@ -397,8 +397,8 @@ def plan_command(
     coldly = {s.nodeid for s in samples if s.warm is False} - {s.nodeid for s in samples if s.warm}
     compiling = sum(1 for n in long if n in coldly) if warm else 0
     # and those whose warm times are partly compiling, or whose kernels the cache may lack
-    gaps, cached = share.cache_gaps(samples)
-    gapped = {n for _, n in gaps} - coldly
+    gaps, cached = share.cache_gaps(samples)  # warm nights' attempts: never among `coldly`
+    gapped = {n for _, n in gaps}
     timed_compiling = sum(1 for n in long if n in gapped) if warm else 0
     lacking = sum(1 for n in long if n not in cached) if warm and cached is not None else 0
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
