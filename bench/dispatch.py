@@ -30,6 +30,10 @@ in the same call, each against its lower bound:
   cut at 11 s, before most of them have compiled: the warm night after compiles those (side by
   side) while all take turns on the device, as an H200's warm night did after a cut cold one
   (calls BZ, CA, CB); xdist runs with the cache the cut night left; bound: 25 s.
+- warmchain: `warmcut`'s suite and 8 tests that fill the device for 1 s each and compile
+  nothing, which the cold nights (cut at 14 s) finish: on the warm night, a chain of cached
+  filling tests shorter than the heavy ones stands before those the cache lacks, as test_dyt's
+  cases stood before fused_moe's (calls BZ, CA); bound: 33 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -132,6 +136,8 @@ HEAVY_SHARE = 3.0  # seconds of a `warmshare` heavy test once compiled, shared w
 WARMCUT_LIMIT = 11.0  # `warmcut`'s cold nights: the light tests and some heavy compiles
 WARMCUT_HEAVY, WARMCUT_WORK = 10, 2.5  # more heavy tests than slots, in turns once compiled
 WARMCUT_CHECKPOINTS = tuple(range(4, 44, 4))  # its warm nights, to their tail
+WARMCHAIN_LIMIT, WARMCHAIN_MID, WARMCHAIN_MID_WORK = 16.0, 6, 2.0  # `warmchain`: cached ones too
+WARMCHAIN_CHECKPOINTS = tuple(range(4, 52, 4))
 COMPILER = """import os, pathlib, time
 
 _compiled = set()
@@ -245,9 +251,23 @@ def warmcut(folder: Path, slots: int) -> float:
     return warmup(folder, slots, heavy=WARMCUT_HEAVY, work=WARMCUT_WORK)
 
 
+def warmchain(folder: Path, slots: int) -> float:
+    """`warmcut`'s suite and a file of 8 tests that fill the device for 1 s each and compile
+    nothing, so the cut cold nights finish them: on the warm night after, a chain of shorter
+    cached filling tests stands before the heavy ones the cache lacks, as test_dyt's cases stood
+    before fused_moe's on an H200 (calls BZ, CA)."""
+    warmup(folder, slots, heavy=WARMCUT_HEAVY, work=WARMCUT_WORK)
+    (folder / "test_b_mid.py").write_text(
+        "import pytest\nimport simulated_device\n\n"
+        f"@pytest.mark.parametrize('i', range({WARMCHAIN_MID}))\n"
+        f"def test_mid(i):\n    simulated_device.use({WARMCHAIN_MID_WORK})\n"
+    )
+    return WARMCUT_HEAVY * WARMCUT_WORK + WARMCHAIN_MID * WARMCHAIN_MID_WORK
+
+
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
              "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
-             "warmcut": warmcut}  # fmt: skip
+             "warmcut": warmcut, "warmchain": warmchain}  # fmt: skip
 
 
 def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
@@ -360,10 +380,11 @@ def main() -> None:
                 continue
             if scenario.startswith("warm"):  # two cold nights, then `nights - 1` warm ones
                 cache = work / "xdist-cache"  # as warm as the tracker's warm nights
-                limit = WARMCUT_LIMIT if scenario == "warmcut" else 600
-                marks = WARMCUT_CHECKPOINTS if scenario == "warmcut" else WARM_CHECKPOINTS
+                limit, marks = {"warmcut": (WARMCUT_LIMIT, WARMCUT_CHECKPOINTS),
+                                "warmchain": (WARMCHAIN_LIMIT, WARMCHAIN_CHECKPOINTS)
+                                }.get(scenario, (600, WARM_CHECKPOINTS))  # fmt: skip
                 for n in range(1, args.nights + 2):
-                    if n == 3 and scenario == "warmcut":  # as the cut cold night left it
+                    if n == 3 and limit < 600:  # as the cut cold night left it
                         shutil.copytree(work / "data" / "cache" / "s" / "triton", cache)
                     wall, run, done = night(Path(src), work, args.slots, limit if n < 3 else 600,
                                             cold=n < 3, marks=marks)  # fmt: skip
