@@ -5,7 +5,6 @@ device of the fixture suite `device` is an exclusive lock taken in turns (see it
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -528,8 +527,7 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     assert fills and all(t["untried"] for t in fills)
     assert planned["without_warm_time"] == len(planned["long_tests"])
     # the cold night finished every test, and no warm night has run yet
-    counts = ("timed_compiling", "may_compile", "compiling_first")
-    assert [planned[k] for k in counts] == [0, 0, 0]
+    assert (planned["timed_compiling"], planned["may_compile"]) == (0, 0)
     said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said
@@ -619,49 +617,3 @@ def test_a_test_usually_fast_is_not_expected_slow_for_its_rare_slow_runs():
                               {"f.py::test_k[1]": view})  # fmt: skip
     # its usual time: it stays among its file's short tests, with the kernels they compile
     assert expected["f.py::test_k[1]"] == plan.Estimate(0.2, fills=False)
-
-
-def test_filling_tests_the_warm_cache_lacks_compile_beside_the_chain_not_behind_it():
-    """A cut cold night leaves the heavy cases' kernels uncompiled: on the warm night after, they
-    go out first, side by side on up to half the device's slots (compiling takes no turns), and
-    the chain's cached groups, shorter, run in its lane beside them (call CA: behind the chain,
-    they compiled at the night's end while the device idled)."""
-
-    def night(run: int, warm: bool, cut: tuple[int, ...] = ()) -> list[Sample]:
-        heavy = [Sample(run, f"h.py::t[{i}]", 1, 30.0, INTERRUPTED if i in cut else PASSED,
-                        _at(100 * run), f"d0w{i}", warm) for i in range(3)]  # fmt: skip
-        mid = Sample(run, "m.py::t", 1, 10.0, PASSED, _at(100 * run), "d0w3", warm)
-        return [*heavy, mid]
-
-    samples = [*night(1, False), *night(2, False, cut=(1, 2))]  # the last cold night cut two
-    sharing = share.learn(samples, warm=True)
-    assert [sharing[f"h.py::t[{i}]"].compiling for i in range(3)] == [False, True, True]
-    assert not sharing["m.py::t"].compiling
-    assert not any(v.compiling for v in share.learn(samples, warm=False).values())  # all compile
-
-    nodeids = [
-        "h.py::t[0]",
-        "h.py::t[1]",
-        "h.py::t[2]",
-        "m.py::t",
-        *(f"l.py::t{i}" for i in range(9)),
-    ]
-    history = share.first_attempts(samples, True)
-    history.update({f"l.py::t{i}": [(0.1, PASSED)] for i in range(9)})
-    expected = plan.estimates(nodeids, history, sharing, True)
-    slots = [f"d0w{i}" for i in range(6)]
-    taken = {}
-    for lacking in (True, False):
-        feed = Feed(dict.fromkeys(slots, "0"))
-        expected = {n: replace(e, compiling=e.compiling and lacking) for n, e in expected.items()}
-        plan.fill(feed, nodeids, expected, "test")
-        assert sum(len(c) for c in feed.chains.values()) == 4  # all four fill, presumed
-        taken[lacking] = [feed.take(w) for w in slots]
-        taken[lacking] += iter(lambda: feed.take("d0w5"), None)  # the rest, on one slot
-    # one the cache lacks first, and the chain's lane, while short tests are left; then the other
-    # beside the first, which has not ended (compiling takes no turns)
-    assert taken[True][:2] == ["h.py::t[1]", "m.py::t"]
-    assert [n[0] for n in taken[True]] == ["h", "m", *"l" * 9, "h", "h"]
-    assert taken[True][-2:] == ["h.py::t[2]", "h.py::t[0]"]
-    # without that, the chain's shortest file first, and the heavy cases wait behind it
-    assert [n[0] for n in taken[False]] == ["m", *"l" * 9, "h", "h", "h"]

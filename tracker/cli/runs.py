@@ -401,7 +401,6 @@ def plan_command(
     gapped = {n for _, n in gaps}
     timed_compiling = sum(1 for n in long if n in gapped) if warm else 0
     lacking = sum(1 for n in long if n not in cached) if warm and cached is not None else 0
-    first = sum(1 for n in long if expected[n].compiling)  # out first, beside the chain
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
     # the run's limit counts from the run's start, a few seconds before the first test
     by_limit = bisect.bisect_right(predicted.ends, config.run_timeout)
@@ -415,7 +414,6 @@ def plan_command(
                           "without_history": unknown, "cut_tests": cut,
                           "without_warm_time": compiling,
                           "timed_compiling": timed_compiling, "may_compile": lacking,
-                          "compiling_first": first,
                           "alone_as_turns": turns}))  # fmt: skip
         return
     fills = [t for t in tests if t["sharing"] == "fills"]
@@ -458,12 +456,6 @@ def plan_command(
         + (
             f"; {plural(lacking, 'long test')} may compile tonight: no night since the cache was "
             "last empty finished them"
-            + (
-                f" ({first} of them fill their device: they go out before its chain, one at a "
-                "time while short tests are left, then side by side on up to half its slots)"
-                if first
-                else ""
-            )
             if lacking
             else ""
         )

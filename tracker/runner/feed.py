@@ -19,7 +19,6 @@ class Filling(NamedTuple):
     presumed: bool  # only presumed to fill, for want of evidence
     place: int  # in suite order
     untried: bool = False  # no warm night compared it with and without company
-    compiling: bool = False  # tonight's warm cache lacks its kernels
 
 
 class Feed:
@@ -59,8 +58,6 @@ class Feed:
     most tests by any time without ending later), a file's tests go out in suite order, and a slot
     keeps to the files it began and begins one that no other slot has while there is one (`_pick`):
     a file's kernels are then compiled in one process, in the order the suite's authors run them.
-    On a warm night, the filling groups whose kernels the cache lacks go out beside the chain's
-    lane, before its other groups (`_compiling`).
     """
 
     def __init__(self, devices: dict[str, str] | None = None, warm: bool = True) -> None:
@@ -85,7 +82,6 @@ class Feed:
         self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.trying: dict[str, tuple[str, str]] = {}  # taker -> (device, kernel) of its untried
-        self.compiles: dict[str, str] = {}  # taker -> the device of its compiling filling group
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
@@ -103,14 +99,12 @@ class Feed:
         presumed: list[bool] | None = None,
         places: list[int] | None = None,
         untried: list[bool] | None = None,
-        compiling: list[bool] | None = None,
     ) -> None:
         """`weights`: the groups' expected seconds (the ranked ones at least; missing ones
         count as 0); `fills`: which of the ranked groups fill a device; `presumed`: of which
         only presumed to, for want of evidence; `places`: the ranked groups' places in suite
         order (their order here, when not given); `untried`: of the filling ones, those no warm
-        night has compared with and without company; `compiling`: those whose kernels the
-        cache lacks."""
+        night has compared with and without company."""
         with self.lock:
             groups = [list(g) for g in groups if g]
             ranked = len(groups) if ranked is None else ranked
@@ -121,9 +115,7 @@ class Feed:
             presumed = presumed or [False] * ranked
             places = places or list(range(ranked))
             untried = untried or [False] * ranked
-            compiling = compiling or [False] * ranked
-            filling = [Filling(weights[i], groups[i], presumed[i], places[i], untried[i],
-                               compiling[i])
+            filling = [Filling(weights[i], groups[i], presumed[i], places[i], untried[i])
                        for i in range(ranked) if fills[i]]  # fmt: skip
             self._chain(filling)
             keep = [i for i in range(len(groups)) if i >= ranked or not fills[i]]
@@ -186,7 +178,7 @@ class Feed:
         device = self.device.get(taker, "")
 
         def fits(g: Filling) -> bool:
-            return spare or not (g.compiling or self._trying(g, device))
+            return spare or not self._trying(g, device)
 
         for k in range(len(chain) - 1, -1, -1):  # sorted longest first: shortest at the end
             if not fits(chain[k]):
@@ -220,39 +212,11 @@ class Feed:
         chained and a ranked long test took both."""
         if not self.device:  # takers not known: nothing to keep
             return True
-        taken = self.long[device] + self._chained(device) + self._compiling_now(device)
-        return taken < self.slots[device] - 1
+        return self.long[device] + self._chained(device) < self.slots[device] - 1
 
     def _chained(self, device: str) -> int:
         """The device's filling lanes taken."""
         return list(self.filling.values()).count(device)
-
-    def _compiling_now(self, device: str) -> int:
-        return list(self.compiles.values()).count(device)
-
-    def _compiling(self, taker: str) -> Filling | None:
-        """The next filling group of the taker's device's chain whose kernels tonight's warm
-        cache lacks, in suite order: one at a time while short tests are left (as the chain's
-        lane), then on up to half the device's slots; only if the device keeps a slot for the
-        short tests (`_room`), and beside the chain's lane, which they hold none of. Compiling
-        runs on the CPU side by side, and only compiled kernels take turns on the device: on one
-        H200, 4 copies of a fused_moe case with empty caches took 60-64 s each at once against
-        49 s alone, where warm ones took 4x their time alone (call CB). Waiting in the chain
-        behind the shorter cached groups, the 8 heavy cases a cut cold night had left
-        uncompiled went out together once the short tests were done, compiled while the device
-        idled, took turns for 166-291 s each, and the run's limit cut 5 of their kernel's cases
-        behind them (call CA; bench/README.md). On half the slots from the start, they and the
-        chain's lane left the short tests none on a CPU proxy (`warmchain`: 4 tests done by 12 s
-        against xdist's 403)."""
-        device = self.device.get(taker, "")
-        chain = self.chains.get(device, [])
-        ready = [k for k, g in enumerate(chain) if g.compiling]
-        at_once = 1 if self.short_free else max(1, self.slots[device] // 2)
-        if not ready or self._compiling_now(device) >= at_once:
-            return None
-        if not self._room(device):
-            return None
-        return chain.pop(min(ready, key=lambda k: chain[k].place))
 
     def _spare(self, taker: str) -> Filling | None:
         """For a slot with nothing else left: a filling group beyond the lanes (`_pick`'s), from
@@ -306,16 +270,12 @@ class Feed:
             self.long[device] -= 1
         self.filling.pop(taker, None)
         self.trying.pop(taker, None)
-        self.compiles.pop(taker, None)
 
     def _next_group(self, taker: str) -> deque[str] | None:
         if self.returned:
             return self.returned.popleft()
         device = self.device.get(taker, "")
         carry = self._same_kernel(taker)
-        if carry is None and (compiling := self._compiling(taker)) is not None:
-            self.compiles[taker] = device
-            return self._hand(taker, compiling)
         if carry is None and (chained := self._next_filling(taker)) is not None:
             self.filling[taker] = device
             return self._hand(taker, chained)

@@ -50,7 +50,6 @@ class Estimate:
     fills: bool | None = None  # fills its device (share.learn); None: not known
     presumed: bool = False  # fills by default, for want of evidence (Sharing.presumed)
     untried: bool = False  # no warm night compared it with and without company (Sharing's)
-    compiling: bool = False  # fills its device, and tonight's warm cache lacks its kernels
 
 
 def estimate(samples: list[tuple[float, str]]) -> Estimate | None:
@@ -82,8 +81,7 @@ def estimates(
             alone = min(view.alone, e.seconds) if view.fills and view.alone else e.seconds
             fills = view.fills and e.seconds >= LONG  # long with company, if not alone
             known[nodeid] = replace(e, seconds=alone, fills=fills, presumed=view.presumed,
-                                    untried=fills and view.untried,
-                                    compiling=fills and view.compiling)  # fmt: skip
+                                    untried=fills and view.untried)  # fmt: skip
     finished: dict[str, list[float]] = {}
     for nodeid, e in known.items():
         if not e.cut:
@@ -171,10 +169,9 @@ def fill(feed: Feed, nodeids: list[str], expected: dict[str, Estimate], group: s
     fills = [any(expected[n].fills for n in g) for g in groups[:count]]
     presumed = [any(expected[n].presumed for n in g) for g in groups[:count]]
     untried = [any(expected[n].untried for n in g) for g in groups[:count]]
-    compiling = [any(expected[n].compiling for n in g) for g in groups[:count]]
     place = {n: i for i, n in enumerate(nodeids)}
     places = [place[g[0]] for g in groups[:count]]
-    feed.fill(groups, count, weights, fills, presumed, places, untried, compiling)
+    feed.fill(groups, count, weights, fills, presumed, places, untried)
 
 
 @dataclass

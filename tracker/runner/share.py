@@ -75,7 +75,6 @@ class Sharing:
     slowed: int = 0  # of which slowed
     untried: bool = False  # a warm night, and no warm one compared it with and without company
     turns: bool = False  # `alone` is its time beside others / (1 + them): never seen about alone
-    compiling: bool = False  # a warm night whose cache lacks its kernels (`cache_gaps`)
 
     @property
     def presumed(self) -> bool:
@@ -225,7 +224,6 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
             bar = SLOWED if s.outcome in CUT else max(SLOWED, in_turns / FASTER)  # cut: at least
             slowed[fn] += s.duration >= bar * base
     guessed = {function_of(n) for n in guess}
-    cached = cache_gaps(samples)[1] if warm else None
     *_, quiet_tonight, guess_tonight = _alone(preferred(samples, warm), typical=True)
     out: dict[str, Sharing] = {}
     for nodeid in {s.nodeid for s in samples}:
@@ -238,7 +236,5 @@ def learn(samples: list[Sample], warm: bool = True) -> dict[str, Sharing]:
             fills, evidence = True, (0, 0)  # presumed
         guessed_alone = guess_tonight.get(nodeid) if fills and warm else None
         alone = guessed_alone or quiet_tonight.get(nodeid)
-        compiling = cached is not None and nodeid not in cached
-        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried, turns=bool(guessed_alone),
-                              compiling=compiling)  # fmt: skip
+        out[nodeid] = Sharing(alone, fills, *evidence, untried=untried, turns=bool(guessed_alone))
     return out
