@@ -103,9 +103,12 @@ def cache_gaps(samples: list[Sample]) -> tuple[set[tuple[int, str]], set[str] | 
     not known). A cut test compiled only part of its kernels, if any: on one H200 the 8 heavy
     cases a cold night's limit cut (it cuts them every night) ran on the warm night after it in
     166-291 s, compiling as well as taking turns (calls BZ, CA), and such times had the plan
-    expect a fused_moe case at 103 s alone against 28 s measured alone. Runs in the order of
-    their ids, which grow with time; a run that keeps no cache state (an ingested one) says
-    nothing."""
+    expect a fused_moe case at 103 s alone against 28 s measured alone. `tracker plan` says so;
+    the hand-out does not act on it: sent out before the device's chain, such cases took 183-266
+    s each on the next warm night, which finished 7-12 fewer tests than CA from 180 to 360 s
+    (call CD), since a warm process also tunes their kernels again, on the device (call CE).
+    Runs in the order of their ids, which grow with time; a run that keeps no cache state (an
+    ingested one) says nothing."""
     runs: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
         runs[s.run].append(s)
