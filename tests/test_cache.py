@@ -8,9 +8,19 @@ import shutil
 import time
 from pathlib import Path
 
+from fastapi.testclient import TestClient
 from helpers import SUITES
 
-from tracker.runner.cache import NOTHING_COMPILED, cache_state, note_compiled, prune, relocate
+from tracker.analysis.changes import environment_diff, with_cache
+from tracker.runner.cache import (
+    NOTHING_COMPILED,
+    cache_state,
+    note_compiled,
+    prune,
+    relocate,
+    tuning_kept,
+)
+from tracker.web.app import create_app
 
 
 def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, settings):
@@ -24,11 +34,29 @@ def test_the_kernel_cache_keeps_no_autotuning_unless_the_suite_asks(run_suite, s
     """A kept tuning would fix each kernel's config across nights (`cache.kernel_cache`)."""
     options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
     cache = settings.data_dir / "cache" / "device" / "triton"
-    assert run_suite("test_light.py", **options)["run"]["kernel_cache"] == "cold"
+    first = run_suite("test_light.py", **options)["run"]
+    assert first["kernel_cache"] == "cold"
     assert (cache / "autotuning").read_text() == ""
     keep = {"TRITON_CACHE_AUTOTUNING": "1"}
-    assert run_suite("test_light.py", **options, env=keep)["run"]["kernel_cache"] == "warm"
+    kept = run_suite("test_light.py", **options, env=keep)["run"]
+    assert kept["kernel_cache"] == "warm"
     assert (cache / "autotuning").read_text() == "1"
+    # the run says so, and what changed between the two nights names it: a night that skips
+    # tuning is faster (call CE), and that is no speedup of the kernels
+    assert "autotuning" not in first["environment"] and kept["environment"]["autotuning"] == "kept"
+    changed = environment_diff(with_cache(first), with_cache(kept))
+    assert ("autotuning", None, "kept") in changed
+    page = TestClient(create_app(settings)).get(f"/runs/{kept['id']}").text
+    assert "autotuning: kept" in page and "autotuning: <code>–</code> → <code>kept</code>" in page
+
+
+def test_autotuning_is_kept_for_any_of_tritons_true_spellings(monkeypatch):
+    monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
+    assert [tuning_kept({"TRITON_CACHE_AUTOTUNING": v}) for v in ("1", "True", " on", "0", "")] == [
+        True, True, True, False, False,
+    ]  # fmt: skip
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")  # the runner's own environment
+    assert tuning_kept({}) and not tuning_kept({"TRITON_CACHE_AUTOTUNING": "0"})
 
 
 def test_an_empty_cache_is_cold_unless_the_last_night_compiled_nothing(tmp_path):

@@ -53,6 +53,8 @@ def _print_run(detail: dict[str, Any], as_json: bool) -> None:
     head.append(f"  {run['duration'] or 0:.1f} s")
     if run.get("kernel_cache"):
         head.append(f", {run['kernel_cache']} kernel cache")
+        if (run.get("environment") or {}).get("autotuning") == "kept":
+            head.append(", autotuning kept")
     prose(head)
     prose(counts_text(run["counts"]), 2)
     if run["message"]:

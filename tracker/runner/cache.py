@@ -32,6 +32,17 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     return folder.resolve()
 
 
+def tuning_kept(env: dict[str, str]) -> bool:
+    """Whether the suite's processes keep Triton's autotuning results in the kept cache (the
+    runner's environment, then the suite's `env`, as the processes get them; Triton's reading of
+    a true flag). A night with it skips tuning, several times faster for an autotuned kernel
+    (call CE), and fixes each config from night to night: the run says so in its environment,
+    so that a change of it is shown among what changed between runs, not read as a speedup or a
+    slowdown of the kernels."""
+    flag = {**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING", "")
+    return flag.strip().lower() in {"1", "true", "yes", "on", "y"}
+
+
 def relocate(folder: Path | None) -> int:
     """Point the cache's kernels back at their files in `folder`; how many kernels needed it.
     Triton names a compiled kernel's files by absolute path (`__grp__*.json`, `child_paths`) and

@@ -33,7 +33,14 @@ from tracker.records import (
     bound_nodeid,
 )
 from tracker.runner import plan, share
-from tracker.runner.cache import cache_state, kernel_cache, note_compiled, prune, relocate
+from tracker.runner.cache import (
+    cache_state,
+    kernel_cache,
+    note_compiled,
+    prune,
+    relocate,
+    tuning_kept,
+)
 from tracker.runner.checkout import CheckoutError, checkout
 from tracker.runner.feed import Feed
 from tracker.runner.probe import Probe, probe
@@ -448,6 +455,8 @@ def execute(
     attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside, spares)
     found = probing.result()
     record.environment = found.env
+    if record.kernel_cache and tuning_kept(job.env):
+        record.environment = {**found.env, "autotuning": "kept"}
     if found.problem:  # the processes started beside the probe collected, and ran nothing
         return finish(RUN_INFRA, found.problem)
     phases.mark("tests")
