@@ -30,10 +30,10 @@ in the same call, each against its lower bound:
   cut at 11 s, before most of them have compiled: the warm night after compiles those (side by
   side) while all take turns on the device, as an H200's warm night did after a cut cold one
   (calls BZ, CA, CB); xdist runs with the cache the cut night left; bound: 25 s.
-- warmchain: `warmcut`'s suite and 8 tests that fill the device for 1 s each and compile
-  nothing, which the cold nights (cut at 14 s) finish: on the warm night, a chain of cached
-  filling tests shorter than the heavy ones stands before those the cache lacks, as test_dyt's
-  cases stood before fused_moe's (calls BZ, CA); bound: 33 s.
+- warmchain: `warmcut`'s suite and 6 tests that fill the device for 2 s each and compile
+  nothing, its cold nights cut at 16 s: on the warm night, a chain of filling tests shorter than
+  the heavy ones stands before those the cache lacks, as test_dyt's cases stood before
+  fused_moe's (calls BZ, CA; the cold nights cut some of the 6 too); bound: 37 s.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -252,10 +252,10 @@ def warmcut(folder: Path, slots: int) -> float:
 
 
 def warmchain(folder: Path, slots: int) -> float:
-    """`warmcut`'s suite and a file of 8 tests that fill the device for 1 s each and compile
-    nothing, so the cut cold nights finish them: on the warm night after, a chain of shorter
-    cached filling tests stands before the heavy ones the cache lacks, as test_dyt's cases stood
-    before fused_moe's on an H200 (calls BZ, CA)."""
+    """`warmcut`'s suite and a file of tests that fill the device and compile nothing: on the
+    warm night after the cut cold ones, a chain of shorter filling tests stands before the heavy
+    ones the cache lacks, as test_dyt's cases stood before fused_moe's on an H200 (calls BZ, CA;
+    a warm night that sent those out first, call CD, bench/README.md)."""
     warmup(folder, slots, heavy=WARMCUT_HEAVY, work=WARMCUT_WORK)
     (folder / "test_b_mid.py").write_text(
         "import pytest\nimport simulated_device\n\n"
