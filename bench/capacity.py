@@ -7,8 +7,9 @@ The first count of each test compiles its kernels (Triton's cache starts empty, 
 this script's own, unless another test compiled them); the later ones find them compiled, as a
 warm night does, but each process still tunes them (Triton keeps autotuning results in the
 process). A row gives the copies' times (setup + call + teardown, from each process's report
-log), the mean GPU utilisation while they ran (`nvidia-smi`, every 0.5 s) and `x serial`: how
-much faster the N copies ended than N runs of the warm test alone one after another would (1.0:
+log; "(k failed)" after them when k copies failed), the mean GPU utilisation while they ran
+(`nvidia-smi`, every 0.5 s) and `x serial`: how much faster the N copies ended than N runs of
+the warm test alone one after another would (1.0:
 they took turns on the device; N: none slowed the others), what `share.learn` guesses from the
 company counts of a night. `--mix "A=1;B=7"` adds a row after them: 1 copy of A and 7 of B at
 once (a heavy test beside light files, as a chain's lane beside the short tests), each one's
@@ -31,17 +32,20 @@ from pathlib import Path
 from statistics import mean
 
 
-def times(log: Path) -> float | None:
-    """A report log's test time: its setup, call and teardown; None if it has no test. Not
-    `tracker.ingest.read_path`: this script runs with the device's python3, which lacks the
-    tracker's dependencies (bench/liger_on_device.sh installs them in a venv of its own)."""
-    total, seen = 0.0, False
+def times(log: Path) -> tuple[float, bool] | None:
+    """A report log's test time (its setup, call and teardown) and whether any phase failed;
+    None if it has no test. A time without its outcome says little: call CE's 4.8 s could have
+    been a quick failure. Not `tracker.ingest.read_path`: this script runs with the device's
+    python3, which lacks the tracker's dependencies (bench/liger_on_device.sh installs them in a
+    venv of its own)."""
+    total, seen, failed = 0.0, False, False
     for line in log.read_text().splitlines() if log.exists() else []:
         report = json.loads(line)
         if report.get("$report_type") == "TestReport":
             total += report.get("duration", 0.0)
+            failed |= report.get("outcome") == "failed"
             seen = True
-    return total if seen else None
+    return (total, failed) if seen else None
 
 
 def sample_gpu() -> subprocess.Popen | None:
@@ -93,10 +97,12 @@ def phase(
         gpu.terminate()
         out, _ = gpu.communicate()
         use = [float(v) for v in out.split() if v.replace(".", "", 1).isdigit()]
-    took = {n: [] if cut else [t for log in own if (t := times(log)) is not None]
-            for n, own in logs.items()}  # fmt: skip
-    return {"runs": runs, "times": took, "cut": cut, "wall": round(wall, 1),
-            "gpu": round(mean(use), 1) if use else None}  # fmt: skip
+    timed = {n: [] if cut else [t for log in own if (t := times(log)) is not None]
+             for n, own in logs.items()}  # fmt: skip
+    gpu_use = round(mean(use), 1) if use else None
+    return {"runs": runs, "times": {n: [t for t, _ in v] for n, v in timed.items()},
+            "failed": {n: sum(f for _, f in v) for n, v in timed.items()},
+            "cut": cut, "wall": round(wall, 1), "gpu": gpu_use}  # fmt: skip
 
 
 def row_text(label: str, row: dict, alone: float | None, count: int) -> str:
@@ -107,6 +113,8 @@ def row_text(label: str, row: dict, alone: float | None, count: int) -> str:
     serial = f"{count * alone / end:.2f}" if alone and end and count > 1 else "-"
     shown = f"> {row['wall']:.1f} each" if row["cut"] else "; ".join(
         " / ".join(f"{t:.1f}" for t in sorted(own)) for own in row["times"].values())  # fmt: skip
+    if failed := sum(row["failed"].values()):
+        shown += f" ({failed} failed)"
     gpu = f"{row['gpu']} %" if row["gpu"] is not None else "-"
     bound = "< " if row["cut"] and serial != "-" else ""
     return f"| {label} | {count or '-'} | {shown or '-'} | {gpu} | {bound}{serial} |"
