@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path, PurePath
 
 from tracker.config import Settings, SuiteConfig
+from tracker.runner.process import suite_env
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,13 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
 
 
 def tuning_kept(env: dict[str, str]) -> bool:
-    """Whether the suite's processes keep Triton's autotuning results in the kept cache (the
-    runner's environment, then the suite's `env`, as the processes get them; Triton's reading of
-    a true flag). A night with it skips tuning, several times faster for an autotuned kernel
-    (call CE), and fixes each config from night to night: the run says so in its environment,
-    so that a change of it is shown among what changed between runs, not read as a speedup or a
-    slowdown of the kernels."""
-    flag = {**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING", "")
+    """Whether the suite's processes, with its `env` over the runner's (`process.suite_env`),
+    keep Triton's autotuning results in the kept cache (Triton's reading of a true flag). A
+    night with it skips tuning, several times faster for an autotuned kernel (call CE), and
+    fixes each config from night to night: the run says so in its environment, so that a change
+    of it is shown among what changed between runs, not read as a speedup or a slowdown of the
+    kernels."""
+    flag = suite_env(env).get("TRITON_CACHE_AUTOTUNING", "")
     return flag.strip().lower() in {"1", "true", "yes", "on", "y"}
 
 

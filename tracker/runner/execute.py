@@ -454,9 +454,8 @@ def execute(
     beside = runnable if suite.reruns else {}
     attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside, spares)
     found = probing.result()
-    record.environment = found.env
-    if record.kernel_cache and tuning_kept(job.env):
-        record.environment = {**found.env, "autotuning": "kept"}
+    kept = bool(record.kernel_cache) and tuning_kept(job.env)
+    record.environment = {**found.env, "autotuning": "kept"} if kept else found.env
     if found.problem:  # the processes started beside the probe collected, and ran nothing
         return finish(RUN_INFRA, found.problem)
     phases.mark("tests")

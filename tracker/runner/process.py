@@ -95,8 +95,13 @@ def plugin_dir(workdir: Path) -> Path:
     return target
 
 
+def suite_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment the suite's processes start from: the runner's, then the suite's `env`."""
+    return {**os.environ, **env}
+
+
 def pytest_env(job: Job, **tracker_vars: str) -> dict[str, str]:
-    env = {**os.environ, **job.env}
+    env = suite_env(job.env)
     path = str(plugin_dir(job.workdir))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     env["TRACKER_FATAL"] = job.fatal_regex
