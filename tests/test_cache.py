@@ -15,10 +15,11 @@ from tracker.analysis.changes import environment_diff, with_cache
 from tracker.runner.cache import (
     NOTHING_COMPILED,
     cache_state,
+    forget_tuning,
     note_compiled,
     prune,
     relocate,
-    tuning_kept,
+    tuning,
 )
 from tracker.web.app import create_app
 
@@ -30,33 +31,70 @@ def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, setting
     assert (settings.data_dir / "cache" / "dispatch" / NOTHING_COMPILED).exists()
 
 
-def test_the_kernel_cache_keeps_no_autotuning_unless_the_suite_asks(run_suite, settings):
-    """A kept tuning would fix each kernel's config across nights (`cache.kernel_cache`)."""
+def _plant_tuning(cache: Path) -> tuple[Path, Path]:
+    """What an earlier night left: a tuning (Triton's layout) and a compiled kernel."""
+    tuned = cache / "k1" / "_gemm_kernel.autotune.json"
+    compiled = cache / "k2" / "_gemm_kernel.cubin"
+    for path in (tuned, compiled):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    return tuned, compiled
+
+
+def test_a_nights_processes_share_its_tuning_and_each_night_tunes_anew(run_suite, settings):
+    """By default the night's processes keep what they tune in the cache for one another, and an
+    earlier night's tuning is gone before the first of them starts (`cache.tuning`)."""
     options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
     cache = settings.data_dir / "cache" / "device" / "triton"
     first = run_suite("test_light.py", **options)["run"]
-    assert first["kernel_cache"] == "cold"
-    assert (cache / "autotuning").read_text() == ""
-    keep = {"TRITON_CACHE_AUTOTUNING": "1"}
-    kept = run_suite("test_light.py", **options, env=keep)["run"]
-    assert kept["kernel_cache"] == "warm"
-    assert (cache / "autotuning").read_text() == "1"
+    assert first["kernel_cache"] == "cold" and first["environment"]["autotuning"] == "per night"
+    assert (cache / "autotuning").read_text() == "1"  # what the suite's processes were given
+    tuned, compiled = _plant_tuning(cache)
+    second = run_suite("test_light.py", **options)["run"]
+    assert not tuned.exists() and not tuned.parent.exists() and compiled.exists()
+    assert second["kernel_cache"] == "warm" and second["environment"]["autotuning"] == "per night"
+
+
+def test_the_kernel_cache_keeps_tuning_between_nights_only_where_the_suite_asks(
+    run_suite, settings
+):
+    """A kept tuning would fix each kernel's config across nights (`cache.tuning`)."""
+    options = {"suite": "device", "suite_path": SUITES / "device", "reruns": 0}
+    cache = settings.data_dir / "cache" / "device" / "triton"
+    own = run_suite("test_light.py", **options, env={"TRITON_CACHE_AUTOTUNING": "0"})["run"]
+    assert (cache / "autotuning").read_text() == "0" and "autotuning" not in own["environment"]
+    tuned, _ = _plant_tuning(cache)
+    kept = run_suite("test_light.py", **options, env={"TRITON_CACHE_AUTOTUNING": "1"})["run"]
+    assert tuned.exists() and (cache / "autotuning").read_text() == "1"
     # the run says so, and what changed between the two nights names it: a night that skips
     # tuning is faster (call CE), and that is no speedup of the kernels
-    assert "autotuning" not in first["environment"] and kept["environment"]["autotuning"] == "kept"
-    changed = environment_diff(with_cache(first), with_cache(kept))
+    assert kept["environment"]["autotuning"] == "kept"
+    changed = environment_diff(with_cache(own), with_cache(kept))
     assert ("autotuning", None, "kept") in changed
     page = TestClient(create_app(settings)).get(f"/runs/{kept['id']}").text
     assert "autotuning: kept" in page and "autotuning: <code>–</code> → <code>kept</code>" in page
 
 
-def test_autotuning_is_kept_for_any_of_tritons_true_spellings(monkeypatch):
+def test_tuning_is_kept_for_any_of_tritons_true_spellings(monkeypatch):
     monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
-    assert [tuning_kept({"TRITON_CACHE_AUTOTUNING": v}) for v in ("1", "True", " on", "0", "")] == [
-        True, True, True, False, False,
+    spellings = ("1", "True", " on", "0", "")
+    assert [tuning({"TRITON_CACHE_AUTOTUNING": v}) for v in spellings] == [
+        "kept", "kept", "kept", "process", "process",
     ]  # fmt: skip
+    assert tuning({}) == "night"
     monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")  # the runner's own environment
-    assert tuning_kept({}) and not tuning_kept({"TRITON_CACHE_AUTOTUNING": "0"})
+    assert tuning({}) == "kept" and tuning({"TRITON_CACHE_AUTOTUNING": "0"}) == "process"
+
+
+def test_forgetting_tuning_leaves_compiled_kernels_and_what_it_does_not_know(tmp_path):
+    tuned, compiled = _plant_tuning(tmp_path)
+    beside = tuned.parent / "_gemm_kernel.json"  # a key's folder holding more than a tuning
+    shared = tmp_path / "k3" / "other.autotune.json"
+    shared.parent.mkdir()
+    shared.write_text("{}")
+    beside.write_text("{}")
+    assert forget_tuning(tmp_path) == 2 and forget_tuning(None) == 0
+    assert compiled.exists() and beside.exists() and not shared.parent.exists()
 
 
 def test_an_empty_cache_is_cold_unless_the_last_night_compiled_nothing(tmp_path):

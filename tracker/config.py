@@ -73,7 +73,8 @@ class SuiteConfig(_Strict):
     package: str | None = None
     # compiled kernels (Triton's cache) kept between nights: a night that compiles everything
     # takes ~3x as long. Default `<data_dir>/cache/<suite>`; false: each run compiles afresh.
-    # Autotuning is not kept unless `env` sets TRITON_CACHE_AUTOTUNING = "1" (runner/cache.py)
+    # Autotuning: shared by a night's processes, tuned anew each night; kept from night to
+    # night where `env` sets TRITON_CACHE_AUTOTUNING = "1", per process where "0" (runner/cache.py)
     kernel_cache: bool = True
     cache_dir: Path | None = None
     # its size cap: after each night the least recently used kernels go first until it fits,

@@ -32,7 +32,7 @@ ENVIRONMENT_KEYS = (
     "python",
     "suite_package",
     "kernel_cache",  # a run's own, not a probed fact: a cold night is slower, and not a slowdown
-    "autotuning",  # "kept" in that cache, else absent: a night that skips tuning is faster
+    "autotuning",  # "kept" or "per night" in that cache, else absent: how often a night tunes
 )
 
 

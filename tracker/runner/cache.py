@@ -3,6 +3,7 @@ found it warm, and its size kept under the suite's cap."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,15 +18,7 @@ log = logging.getLogger(__name__)
 
 def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     """Where the suite's compiled kernels stay between runs (Triton's cache); None when the
-    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us).
-    Autotuning results are not kept there unless the suite's `env` sets
-    `TRITON_CACHE_AUTOTUNING = "1"`: a kept tuning fixes each autotuned kernel's config from
-    night to night, where a CI run in a fresh container tunes again and may pick another (other
-    block sizes, other rounding), so a config-dependent failure would hide. A compiled kernel is
-    the same binary either way. The price, on one warm H200 night (BM): each of Liger's
-    fused_moe correctness cases, first of its kind in its process, took 191-249 s, where alone
-    one takes ~28 s (bench/README.md, calls BL-BN); alone, with the caches a first run had left,
-    one took 4.8 s with the tuning kept and did not finish in 34.6 s without (call CE)."""
+    suite keeps none, or sets TRITON_CACHE_DIR itself (its state is then unknown to us)."""
     if not suite.kernel_cache or "TRITON_CACHE_DIR" in suite.env:
         return None
     folder = (suite.cache_dir or settings.data_dir / "cache" / suite.name) / "triton"
@@ -33,15 +26,43 @@ def kernel_cache(settings: Settings, suite: SuiteConfig) -> Path | None:
     return folder.resolve()
 
 
-def tuning_kept(env: dict[str, str]) -> bool:
-    """Whether the suite's processes, with its `env` over the runner's (`process.suite_env`),
-    keep Triton's autotuning results in the kept cache (Triton's reading of a true flag). A
-    night with it skips tuning, several times faster for an autotuned kernel (call CE), and
-    fixes each config from night to night: the run says so in its environment, so that a change
-    of it is shown among what changed between runs, not read as a speedup or a slowdown of the
-    kernels."""
-    flag = suite_env(env).get("TRITON_CACHE_AUTOTUNING", "")
-    return flag.strip().lower() in {"1", "true", "yes", "on", "y"}
+TRUE = {"1", "true", "yes", "on", "y"}  # Triton's reading of a true flag
+
+
+def tuning(env: dict[str, str]) -> str:
+    """How the suite's processes, with its `env` over the runner's (`process.suite_env`), share
+    Triton's autotuning results in the kept cache: `kept` from night to night where
+    TRITON_CACHE_AUTOTUNING is set true, `process` (each process tunes for itself, Triton's
+    default) where it is set otherwise, else `night`: the night's processes share what any of
+    them tuned, and each night tunes anew (`forget_tuning`).
+
+    Not kept by default: a kept tuning fixes each autotuned kernel's config from night to night,
+    where a CI run in a fresh container tunes again and may pick another (other block sizes,
+    other rounding), so a config-dependent failure would hide. Not per process either: a process
+    tunes each shape it meets, on the device, and a night's processes meet the same shapes. On
+    one H200 each of Liger's fused_moe correctness cases that tuned took 191-249 s beside others
+    (call BM; xdist's worker took 39 s for a case after another of the same shape, call BN),
+    and alone, with the caches a first run had left, one took 4.8 s with the tuning kept and did
+    not finish in 34.6 s without (call CE, bench/README.md)."""
+    flag = suite_env(env).get("TRITON_CACHE_AUTOTUNING")
+    if flag is None:
+        return "night"
+    return "kept" if flag.strip().lower() in TRUE else "process"
+
+
+def forget_tuning(folder: Path | None) -> int:
+    """Remove the autotuning results an earlier night left in the cache (Triton keeps each as
+    `<key>/<kernel>.autotune.json`), so that this night tunes anew; how many. Compiled kernels
+    stay: they are the same binary whichever night compiled them."""
+    if folder is None:
+        return 0
+    gone = 0
+    for path in folder.glob("*/*.autotune.json"):
+        path.unlink(missing_ok=True)
+        gone += 1
+        with contextlib.suppress(OSError):  # the key's folder, where it held nothing else
+            path.parent.rmdir()
+    return gone
 
 
 def relocate(folder: Path | None) -> int:
