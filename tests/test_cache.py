@@ -97,6 +97,17 @@ def test_forgetting_tuning_leaves_compiled_kernels_and_what_it_does_not_know(tmp
     assert compiled.exists() and beside.exists() and not shared.parent.exists()
 
 
+def test_a_cache_that_cannot_forget_its_tuning_still_runs_its_night(tmp_path, monkeypatch, caplog):
+    tuned, _ = _plant_tuning(tmp_path)
+
+    def read_only(self, missing_ok=False):
+        raise PermissionError(13, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    assert forget_tuning(tmp_path) == 0 and tuned.exists()
+    assert "cannot remove an earlier tuning" in caplog.text
+
+
 def test_an_empty_cache_is_cold_unless_the_last_night_compiled_nothing(tmp_path):
     folder = tmp_path / "s" / "triton"
     folder.mkdir(parents=True)
