@@ -90,14 +90,14 @@ def job_for(settings: Settings, suite: SuiteConfig, workdir: Path, deadline: flo
     """What every pytest process of a suite needs. Nothing in it waits for the probe, so the
     processes start while it runs (`execute`)."""
     cache = kernel_cache(settings, suite)
-    kept: dict[str, str] = {"TRITON_CACHE_DIR": str(cache)} if cache else {}
+    cached: dict[str, str] = {"TRITON_CACHE_DIR": str(cache)} if cache else {}
     if cache and tuning(suite.env) == "night":  # shared by the night's processes
-        kept["TRITON_CACHE_AUTOTUNING"] = "1"
+        cached["TRITON_CACHE_AUTOTUNING"] = "1"
     return Job(
         python=suite.python,
         cwd=suite.path,
         args=[*suite.args, *(f"--deselect={d}" for d in suite.deselect)],
-        env={**kept, **suite.env},
+        env={**cached, **suite.env},
         workdir=workdir,
         test_timeout=suite.test_timeout,
         deadline=deadline,
