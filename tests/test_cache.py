@@ -27,6 +27,7 @@ from tracker.web.app import create_app
 def test_a_suite_that_compiles_nothing_claims_no_kernel_cache(run_suite, settings):
     detail = run_suite("test_fast.py", suite="dispatch", suite_path=SUITES / "dispatch")
     assert detail["run"]["kernel_cache"] is None  # neither warm nor cold: nothing was compiled
+    assert "autotuning" not in detail["run"]["environment"]  # no cache, no claim about it
     # marked, so the next night does not plan as a cold one (`Feed._crowded`)
     assert (settings.data_dir / "cache" / "dispatch" / NOTHING_COMPILED).exists()
 

@@ -385,6 +385,11 @@ def execute(
         if status != RUN_INFRA:
             record.kernel_cache = note_compiled(cache, record.kernel_cache)
             prune(cache, suite.kernel_cache_gb, started.timestamp())
+            # claimed only where the night had a cache to speak of: not a suite that compiles
+            # nothing, whose first night found its cache empty ("cold") and left it so
+            shared = {"kept": "kept", "night": "per night"}.get(tuned or "")
+            if record.kernel_cache and shared and record.environment:
+                record.environment = {**record.environment, "autotuning": shared}
         return record
 
     cache = kernel_cache(settings, suite)
@@ -463,8 +468,7 @@ def execute(
     beside = runnable if suite.reruns else {}
     attempts, collect_errors = execution.pull(slots, feed, plan_run, reserve_from, beside, spares)
     found = probing.result()
-    shared = record.kernel_cache and {"kept": "kept", "night": "per night"}.get(tuned or "")
-    record.environment = {**found.env, "autotuning": shared} if shared else found.env
+    record.environment = found.env
     if found.problem:  # the processes started beside the probe collected, and ran nothing
         return finish(RUN_INFRA, found.problem)
     phases.mark("tests")
