@@ -3,22 +3,21 @@ process of its own (as N slots would run N such tests), on the device machine.
 
     python3 bench/capacity.py --root .device/liger_kernel-0.8.5 --counts 1,1,2,4,8 NODEID ...
 
-The first count of each test compiles its kernels (Triton's cache starts empty, in a folder of
-this script's own, unless another test compiled them); the later ones find them compiled, as a
-warm night does, but each process still tunes them (Triton keeps autotuning results in the
-process; in the cache too with TRITON_CACHE_AUTOTUNING=1 in the caller's environment, call CE,
-as in a tracker night's processes). A row gives the copies' times (setup + call + teardown,
-from each process's report log; "(k failed)" after them when k copies failed), the mean GPU
-utilisation while they ran
-(`nvidia-smi`, every 0.5 s) and `x serial`: how much faster the N copies ended than N runs of
-the warm test alone one after another would (1.0: they took turns on the device; N: none slowed
-the others), what `share.learn` guesses from the company counts of a night. `--mix "A=1;B=7"`
-adds a row after them: 1 copy of A and 7 of B at once (a heavy test beside light files, as a
-chain's lane beside the short tests), each one's times. All rows share one Triton cache.
-`--phase-limit` stops a row's copies after that many seconds (their times are then lower bounds,
-marked `>`); `--deadline` skips the rows that would start after it. `--cold`: every copy of
-every row starts with an empty Triton cache of its own (and inductor's), so N copies at once all
-compile: whether compiling takes turns on the device.
+The first count of each test compiles its kernels (Triton's cache starts empty, in a folder of this
+script's own, unless another test compiled them); the later ones find them compiled, as a warm night
+does, but each process still tunes them (Triton keeps autotuning results in the process; in the
+cache too with TRITON_CACHE_AUTOTUNING=1 in the caller's environment, call CE, as in a tracker
+night's processes). A row gives the copies' times (setup + call + teardown, from each process's
+report log; "(k failed)" after them when k copies failed), the mean GPU utilisation while they ran
+(`nvidia-smi`, every 0.5 s) and `x serial`: how much faster the N copies ended than N runs of the
+warm test alone one after another would (1.0: they took turns on the device; N: none slowed the
+others), what `share.learn` guesses from the company counts of a night. `--mix "A=1;B=7"` adds a row
+after them: 1 copy of A and 7 of B at once (a heavy test beside light files, as a chain's lane
+beside the short tests), each one's times. All rows share one Triton cache. `--phase-limit` stops a
+row's copies after that many seconds (their times are then lower bounds, marked `>`); `--deadline`
+skips the rows that would start after it. `--cold`: every copy of every row starts with an empty
+Triton cache of its own (and inductor's), so N copies at once all compile: whether compiling takes
+turns on the device.
 """
 
 from __future__ import annotations
