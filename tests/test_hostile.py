@@ -143,7 +143,9 @@ def test_unauthenticated_upload_is_refused_before_any_body(settings):
 def test_uploads_beside_page_views_give_no_server_error(settings):
     settings.upload_max_mb = 64
     big = junit({f"t/test_{i % 40}.py::test_{i}": ("passed", None) for i in range(2000)}).encode()
-    with live_server(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as http:
+    # 8 uploads of 2,000 results and 80 page views at once: on two busy cores (the suite at -n 6)
+    # an upload to PostgreSQL waited over 60 s for its answer; a server error, not a wait, fails
+    with live_server(create_app(settings)) as url, httpx.Client(base_url=url, timeout=300) as http:
 
         def upload(i: int) -> int:
             return http.post(
