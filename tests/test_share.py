@@ -289,19 +289,22 @@ def test_a_device_runs_one_filling_test_at_a_time_beside_light_work():
     assert feed.take("d0w0") is None and not feed.pending("d0w2")
 
 
-def test_a_test_only_presumed_to_fill_and_under_the_floor_goes_with_the_short_ones():
-    """Chained, 114 presumed tests under the floor went through one lane one at a time
-    while the heavy cases waited behind them (call AV). One shown to fill stays chained."""
+def test_a_filling_test_under_the_floor_goes_with_the_short_ones():
+    """Chained, 114 presumed tests under the floor went through one lane one at a time while
+    the heavy cases waited behind them (call AV); test_mlp's cases shown to fill, chained, each
+    went to whichever slot asked, and 8 processes tuned the same kernels (calls CL-CN). Under
+    the floor, shown or presumed, a test goes out with the short ones, in suite order."""
     expected = {
         "h.py::heavy": plan.Estimate(100.0, fills=True, presumed=True, untried=True),
         "p.py::tiny": plan.Estimate(0.2, fills=True, presumed=True, untried=True),
         "s.py::shown": plan.Estimate(0.3, fills=True),
+        "s.py::shown_long": plan.Estimate(3.0, fills=True),
         **{f"l.py::t{i}": plan.Estimate(0.5) for i in range(8)},
     }
     feed = Feed({f"d0w{i}": "0" for i in range(4)})
     plan.fill(feed, list(expected), expected, "test")
-    assert [g.tests for g in feed.chains["0"]] == [["h.py::heavy"], ["s.py::shown"]]
-    assert feed.ranked == 0 and ["p.py::tiny"] in feed.groups
+    assert [g.tests for g in feed.chains["0"]] == [["h.py::heavy"], ["s.py::shown_long"]]
+    assert feed.ranked == 0 and ["p.py::tiny"] in feed.groups and ["s.py::shown"] in feed.groups
 
 
 def test_a_device_keeps_a_slot_for_the_short_tests_while_there_are_any():

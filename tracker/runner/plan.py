@@ -106,18 +106,20 @@ def estimates(
 
 
 def _rank(e: Estimate, floor: float = 1.0) -> int:
-    """Whole seconds, and at least 1 for a test shown to fill its device: it is handed out
-    among the long tests, in its device's chain, even where its time alone is under a second.
-    Any other test under `floor` seconds ranks 0, one only presumed to fill included: it goes
-    out with the short ones. (Chained, 114 presumed tests of a warm GPU night under the
-    floor, 80 of them under a second, untried for want of a second warm night, went through
-    one lane one at a time for 140 s while the heavy cases behind them waited; xdist finished
-    24 more tests by 240 s: call AV.) A test whose file never ran is not ranked by the suite's
-    median: a night cut in suite order knew only its first files, and on one slot the tests
-    never reached then waited behind them again, night after night (bench/README.md, the cut
-    scenario on one slot)."""
-    shown = e.fills and not e.presumed
-    if e.blind or (e.seconds < floor and not shown):
+    """Whole seconds; 0 under `floor` seconds, a test that fills its device included: it goes
+    out with the short ones, in suite order, too short to move the night's end however it
+    shares. Chained, 114 presumed tests of a warm GPU night under the floor, 80 of them under a
+    second, untried for want of a second warm night, went through one lane one at a time for
+    140 s while the heavy cases behind them waited; xdist finished 24 more tests by 240 s (call
+    AV). And test_mlp's 29 cases shown to fill (typical 0.4-6.2 s beside the heavy cases, under
+    CK's 5.9 s floor) went out one by one to whichever slot asked, so 8 processes each tuned
+    the same shapes' kernels: 472 s of slot time, against 199 s in xdist's workers, which run
+    them in suite order (bench/README.md, calls CL-CN; this rule replayed, not yet measured on
+    the device). A test whose file never ran is not ranked by the suite's median: a night cut
+    in suite order knew only its first files, and on one slot the tests never reached then
+    waited behind them again, night after night (bench/README.md, the cut scenario on one
+    slot)."""
+    if e.blind or e.seconds < floor:
         return 0
     return max(int(e.seconds), 1)
 
