@@ -528,12 +528,14 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     planned = json.loads(tracker(tmp_path, "plan", "d", "--warm", "--json").stdout)
     fills = [t for t in planned["long_tests"] if t["sharing"] == "fills"]
     assert fills and all(t["untried"] for t in fills)
+    assert 0 < planned["chained"] <= len(fills)  # over the ranking floor: in the chain
     assert planned["without_warm_time"] == len(planned["long_tests"])
     # the cold night finished every test, and no warm night has run yet
     assert (planned["timed_compiling"], planned["may_compile"]) == (0, 0)
     said = " ".join(tracker(tmp_path, "plan", "d", "--warm").stdout.split())
     assert "no warm night yet, and compiling beside others says nothing of sharing" in said
     assert "with no warm night yet, expected at a cold night's time" in said
+    assert f"{planned['chained']} in the devices' chains, the others under the ranking" in said
     assert re.search(
         r"at once per device: one while short tests are left, then \w+: \d \(an untried test "
         r"not while a case of its kernel runs\); a slot with nothing else to do takes one beyond",

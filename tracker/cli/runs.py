@@ -404,6 +404,8 @@ def plan_command(
     timed_compiling = sum(1 for n in long if n in gapped) if warm else 0
     lacking = sum(1 for n in long if n not in cached) if warm and cached is not None else 0
     turns = sum(1 for t in tests if t["turns"])  # filling ones only (`Sharing.turns`)
+    fills = [t for t in tests if t["sharing"] == "fills"]
+    in_chains = sum(1 for t in fills if t["nodeid"] in predicted.chained)
     # the run's limit counts from the run's start, a few seconds before the first test
     by_limit = bisect.bisect_right(predicted.ends, config.run_timeout)
     if as_json:
@@ -413,12 +415,12 @@ def plan_command(
                           "done_by_minute": by_minute, "done_by_limit": by_limit,
                           "long_tests": tests,
                           "filling_at_once": predicted.lanes,
+                          "chained": in_chains,
                           "without_history": unknown, "cut_tests": cut,
                           "without_warm_time": compiling,
                           "timed_compiling": timed_compiling, "may_compile": lacking,
                           "alone_as_turns": turns}))  # fmt: skip
         return
-    fills = [t for t in tests if t["sharing"] == "fills"]
     prose(
         f"{suite} on {runner}: {plural(len(nodeids), 'test')}, "
         f"{plural(count, 'device')} x {plural(config.workers_per_device, 'slot')}, "
@@ -478,7 +480,10 @@ def plan_command(
         f"evidence{why if share.blind(samples, warm) else ''}; {untried} untried: no warm night "
         "ran them with and without company), "
         + (
-            f"{sum(t['seconds'] for t in fills):,.0f} s in all; at once per device: one while "
+            f"{sum(t['seconds'] for t in fills):,.0f} s in all; "
+            f"{in_chains:,} in the devices' chains, the others under the ranking floor "
+            "(too short to move the night's end) go with the short tests; "
+            "at once per device: one while "
             "short tests are left, then "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
             + (" (an untried test not while a case of its kernel runs)" if untried else "")

@@ -182,6 +182,7 @@ class Prediction:
     busy: dict[str, float]  # each slot's busy seconds
     ends: list[float]  # each test's predicted end, in order
     lanes: dict[str, int]  # device -> the filling tests it runs at once
+    chained: frozenset[str] = frozenset()  # the tests in the devices' chains
 
 
 def simulate(
@@ -199,10 +200,11 @@ def simulate(
     most (bench/README.md, calls BL-BS)."""
     feed = Feed(slots, warm)
     fill(feed, nodeids, expected, group)
+    chained = frozenset(n for chain in feed.chains.values() for g in chain for n in g.tests)
     shared = {n: 1.0 for n in nodeids if expected[n].fills} if turns else {}
     busy = dict.fromkeys(slots, 0.0)
     done = sorted(hand_out(feed, slots, lambda _, n: expected[n].seconds, shared, busy=busy))
-    return Prediction(max(done, default=0.0), busy, done, feed.lanes)
+    return Prediction(max(done, default=0.0), busy, done, feed.lanes, chained)
 
 
 def in_turns(samples: list[Sample], warm: bool) -> bool:
