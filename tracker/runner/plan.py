@@ -14,13 +14,14 @@ Durations are compared in whole seconds, so the many short tests keep the suite'
 so do the tests too short to move the run's end (under a twentieth of its ideal length,
 `SHORT`): in suite order a file's tests share one process's compiled kernels.
 
-A test that fills its device (`share.learn`) is expected to take its time alone: it will run
-alone among its kind, in its device's chain (see `Feed`), on a night with a warm compiled-kernel
-cache. On a cold night its time is mostly compiling, on the CPU, which does not take turns: the
-heavy cases of three cold one-GPU nights took 280-290 s with 1-3 or 5 long tests beside them
-alike (bench/README.md, calls AE-AG), and the chain learned from them held 156 tests in 3
-lanes: replayed with AF's times, a third night finished 2,521 tests by 540 s with it, and 2,594
-without it and with `SHORT` (bench/finished_by_replay.py; measured, call AH: 2,592). A chain
+A test that fills its device (`share.learn`) is expected to take its time alone: over the
+ranking floor (`_rank`) it will run alone among its kind, in its device's chain (see `Feed`), on a
+night with a warm compiled-kernel cache. On a cold night its time is mostly compiling, on the
+CPU, which does not take turns: the heavy cases of three cold one-GPU nights took 280-290 s with
+1-3 or 5 long tests beside them alike (bench/README.md, calls AE-AG), and the chain learned from
+them held 156 tests in 3 lanes: replayed with AF's times, a third night finished 2,521 tests by
+540 s with it, and 2,594 without it and with `SHORT` (bench/finished_by_replay.py; measured, call
+AH: 2,592). A chain
 of tests only presumed to fill, for want of evidence, that is longer than the run's ideal
 length runs in more lanes.
 `simulate` replays the hand-out with the expected times to predict the run's end and how many
@@ -119,9 +120,7 @@ def _rank(e: Estimate, floor: float = 1.0) -> int:
     in suite order knew only its first files, and on one slot the tests never reached then
     waited behind them again, night after night (bench/README.md, the cut scenario on one
     slot)."""
-    if e.blind or e.seconds < floor:
-        return 0
-    return max(int(e.seconds), 1)
+    return 0 if e.blind or e.seconds < floor else int(e.seconds)
 
 
 def order(
