@@ -42,13 +42,11 @@ def main() -> None:
     parser.add_argument("db", type=Path, help="a tracker database (sqlite)")
     parser.add_argument("run", type=int, help="the tracker night's run id")
     parser.add_argument("other", type=Path, help="the other tool's results file")
-    parser.add_argument("--suite", default="transformers")
-    parser.add_argument("--runner", default="h200")
     parser.add_argument("--top", type=int, default=12, help="rows, most extra slot time first")
     args = parser.parse_args()
     with session_scope(f"sqlite:///{args.db}") as session:
-        samples = queries.recent_attempts(session, args.suite, args.runner, runs=100)
-    ours = per_function([(s.nodeid, s.duration, s.outcome) for s in samples if s.run == args.run])
+        attempts = queries.run_attempt_times(session, args.run)  # a runner's: every one timed
+    ours = per_function([(a["nodeid"], a["duration"], a["outcome"]) for a in attempts])
     other = read_path(args.other)
     theirs = per_function([(a.nodeid, a.duration, a.outcome) for a in other.attempts])
     none = (0.0, set())

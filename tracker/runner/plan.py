@@ -21,9 +21,8 @@ CPU, which does not take turns: the heavy cases of three cold one-GPU nights too
 1-3 or 5 long tests beside them alike (bench/README.md, calls AE-AG), and the chain learned from
 them held 156 tests in 3 lanes: replayed with AF's times, a third night finished 2,521 tests by
 540 s with it, and 2,594 without it and with `SHORT` (bench/finished_by_replay.py; measured, call
-AH: 2,592). A chain
-of tests only presumed to fill, for want of evidence, that is longer than the run's ideal
-length runs in more lanes.
+AH: 2,592). A chain of tests only presumed to fill, for want of evidence, that is longer than the
+run's ideal length runs in more lanes.
 `simulate` replays the hand-out with the expected times to predict the run's end and how many
 tests are done by each minute.
 """
