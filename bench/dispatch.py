@@ -34,6 +34,12 @@ in the same call, each against its lower bound:
   nothing, its cold nights cut at 16 s: on the warm night, a chain of filling tests shorter than
   the heavy ones stands before those the cache lacks, as test_dyt's cases stood before
   fused_moe's (calls BZ, CA; the cold nights cut some of the 6 too); bound: 37 s.
+- warmtune: `warmup`'s suite and a kernel tuned once per process, as Triton's autotuner keeps
+  its choice in memory only: 18 cases of 3 shapes, the first case of a shape in a process
+  tunes it on the device (0.6 s under its lock), the others use it for 0.02 s. Beside the heavy
+  tests the tuning cases take turns and read as filling the device, as test_mlp's did on an H200
+  (calls CL-CN); spread over many processes, each tunes the shapes again (xdist runs the file
+  in one or two workers); bound: the heavy tests' 6 s and the 3 shapes tuned once.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -265,9 +271,36 @@ def warmchain(folder: Path, slots: int) -> float:
     return WARMCUT_HEAVY * WARMCUT_WORK + WARMCHAIN_MID * WARMCHAIN_MID_WORK
 
 
+TUNE, TUNED_CASES, SHAPES = 0.6, 18, 3  # `warmtune`: seconds of the device a shape's tuning takes
+WARMTUNE_CHECKPOINTS = tuple(range(2, 20, 2))
+TUNER = f"""import pytest
+import simulated_device
+
+_tuned = set()  # in this process only: the autotuner's choice is not cached on disk
+
+
+@pytest.mark.parametrize("case", range({TUNED_CASES}))
+def test_tuned(case):
+    shape = case % {SHAPES}
+    if shape not in _tuned:
+        simulated_device.use({TUNE})
+        _tuned.add(shape)
+    simulated_device.use(0.02)
+"""
+
+
+def warmtune(folder: Path, slots: int) -> float:
+    """`warmup`'s suite and a kernel each process tunes anew (`TUNER`): the night's cost of
+    spreading a function's cases over processes, as test_mlp's on an H200 (472 s of slot time
+    in 8 processes against xdist's 199 s, calls CL-CN)."""
+    warmup(folder, slots)
+    (folder / "test_b_tune.py").write_text(TUNER)
+    return HEAVY * HEAVY_WORK + SHAPES * TUNE + TUNED_CASES * 0.02
+
+
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
              "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
-             "warmcut": warmcut, "warmchain": warmchain}  # fmt: skip
+             "warmcut": warmcut, "warmchain": warmchain, "warmtune": warmtune}  # fmt: skip
 
 
 def finished_by(launch: float, logs: list[Path], marks: tuple = CHECKPOINTS) -> str:
@@ -381,7 +414,8 @@ def main() -> None:
             if scenario.startswith("warm"):  # two cold nights, then `nights - 1` warm ones
                 cache = work / "xdist-cache"  # as warm as the tracker's warm nights
                 limit, marks = {"warmcut": (WARMCUT_LIMIT, WARMCUT_CHECKPOINTS),
-                                "warmchain": (WARMCHAIN_LIMIT, WARMCHAIN_CHECKPOINTS)
+                                "warmchain": (WARMCHAIN_LIMIT, WARMCHAIN_CHECKPOINTS),
+                                "warmtune": (600, WARMTUNE_CHECKPOINTS)
                                 }.get(scenario, (600, WARM_CHECKPOINTS))  # fmt: skip
                 for n in range(1, args.nights + 2):
                     if n == 3 and limit < 600:  # as the cut cold night left it
