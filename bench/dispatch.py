@@ -34,12 +34,11 @@ in the same call, each against its lower bound:
   nothing, its cold nights cut at 16 s: on the warm night, a chain of filling tests shorter than
   the heavy ones stands before those the cache lacks, as test_dyt's cases stood before
   fused_moe's (calls BZ, CA; the cold nights cut some of the 6 too); bound: 37 s.
-- warmtune: `warmup`'s suite and a kernel tuned once per process, as Triton's autotuner keeps
-  its choice in memory only: 18 cases of 3 shapes, the first case of a shape in a process
-  tunes it on the device (0.6 s under its lock), the others use it for 0.02 s. Beside the heavy
-  tests the tuning cases take turns and read as filling the device, as test_mlp's did on an H200
-  (calls CL-CN); spread over many processes, each tunes the shapes again (xdist runs the file
-  in one or two workers); bound: the heavy tests' 6 s and the 3 shapes tuned once.
+- warmtune: `warmup`'s suite and a kernel tuned once per process: 18 cases of 3 shapes, the
+  first case of a shape in a process tunes it on the device (0.6 s under its lock), the others
+  use it for 0.02 s, as test_mlp's first case of a shape was slow in each process of a warm
+  H200 night (calls CL-CN); spread over processes, each tunes the shapes again; bound: the
+  heavy tests' 6 s and the 3 shapes tuned once.
 - compile: four files of eight tests, each test 1.2 s of work, and each file's kernel compiled
   (2 s) by the first of its tests in each process, as Triton compiles in-process, and left in
   the suite's Triton cache; every night starts with that cache emptied (cold, as the device's
@@ -276,7 +275,7 @@ WARMTUNE_CHECKPOINTS = tuple(range(2, 20, 2))
 TUNER = f"""import pytest
 import simulated_device
 
-_tuned = set()  # in this process only: the autotuner's choice is not cached on disk
+_tuned = set()  # in this process only
 
 
 @pytest.mark.parametrize("case", range({TUNED_CASES}))
