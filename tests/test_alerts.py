@@ -200,7 +200,7 @@ def test_a_first_run_failing_is_not_called_a_change_from_not_run(tmp_path):
     kernel = [e for e in events if e["kind"] == "kernel"]
     days = settings.analysis.flaky_window_days
     assert [(e["level"], e["text"]) for e in kernel] == [
-        ("critical", f"kernel a: failing, its first run in {days} days")
+        ("critical", f"kernel a: failing, its first run on r in {days} days")
     ]
 
 

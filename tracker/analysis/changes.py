@@ -182,7 +182,8 @@ def run_events(session: Session, settings: Settings, run: dict[str, Any]) -> lis
             continue
         level = CRITICAL if now == KERNEL_FAILING else INFO
         # nothing of it before in the window (a new runner's first run): no "not run → failing"
-        moved = f"{spoken(was)} → {now}" if was else f"{now}, its first run in {days} days"
+        first = f"{now}, its first run on {run['runner']} in {days} days"
+        moved = f"{spoken(was)} → {now}" if was else first
         events.append(event("kernel", level, f"kernel {kernel}: {moved}"))
     if met0 != met1:
         text = "promotion criterion met" if met1 else "promotion criterion no longer met"
