@@ -271,6 +271,7 @@ def warmchain(folder: Path, slots: int) -> float:
 
 
 TUNE, TUNED_CASES, SHAPES = 0.6, 18, 3  # `warmtune`: seconds of the device a shape's tuning takes
+TUNED_USE = 0.02  # seconds of the device each tuned case uses once its shape is tuned
 WARMTUNE_CHECKPOINTS = tuple(range(2, 20, 2))
 TUNER = f"""import pytest
 import simulated_device
@@ -284,7 +285,7 @@ def test_tuned(case):
     if shape not in _tuned:
         simulated_device.use({TUNE})
         _tuned.add(shape)
-    simulated_device.use(0.02)
+    simulated_device.use({TUNED_USE})
 """
 
 
@@ -294,7 +295,7 @@ def warmtune(folder: Path, slots: int) -> float:
     in 8 processes against xdist's 199 s, calls CL-CN)."""
     warmup(folder, slots)
     (folder / "test_b_tune.py").write_text(TUNER)
-    return HEAVY * HEAVY_WORK + SHAPES * TUNE + TUNED_CASES * 0.02
+    return HEAVY * HEAVY_WORK + SHAPES * TUNE + TUNED_CASES * TUNED_USE
 
 
 SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
