@@ -423,6 +423,63 @@ def test_a_files_filling_tests_go_out_in_suite_order():
     assert chain == ["n.py::t[0]", "n.py::t[1]", *nodeids[:4]]
 
 
+def test_an_untried_kernels_first_case_goes_first_in_the_chain_beside_the_short_tests():
+    """Files otherwise begin shortest first: the untried heavy kernel would go last, once the
+    short tests are gone and every slot takes one (calls CQ-CR, bench/README.md)."""
+    nodeids = ["h.py::t[0]", "h.py::t[1]", "m.py::t[0]", "m.py::t[1]",
+               *(f"s.py::t{i}" for i in range(6))]  # fmt: skip
+    seconds = [30, 20, 3, 3, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+    expected = {n: plan.Estimate(s, fills=s > 1, presumed=n.startswith("h"),
+                                 untried=n.startswith("h"))
+                for n, s in zip(nodeids, seconds, strict=True)}  # fmt: skip
+    feed = Feed({f"d0w{i}": "0" for i in range(3)})
+    plan.fill(feed, nodeids, expected, "test")
+    taken = [t for _ in nodeids for w in ("d0w0", "d0w1", "d0w2") if (t := feed.take(w))]
+    assert taken[:3] == ["h.py::t[0]", "s.py::t0", "s.py::t3"]  # one lane beside short tests
+    # its first case in suite order, not the shortest; then the chain's usual order: one case
+    # is enough to compare the kernel
+    chain = [t for t in taken if not t.startswith("s.py")]
+    assert chain == ["h.py::t[0]", "m.py::t[0]", "m.py::t[1]", "h.py::t[1]"]
+
+
+def test_the_first_case_beside_light_work_is_what_lets_the_model_learn_the_kernel():
+    """A heavy kernel seen only with the same company, every case beside the others, stays
+    `untried` whatever the nights say; one case beside light work is enough to judge it."""
+    slots = {f"d0w{i}": "0" for i in range(8)}
+    heavy = [f"h.py::t[{i}]" for i in range(8)]
+    mid = [f"m.py::t[{i}]" for i in range(6)]
+    light = [f"s.py::t{i}" for i in range(200)]
+    seconds = {**dict.fromkeys(heavy, 10.0), **dict.fromkeys(mid, 3.0),
+               **dict.fromkeys(light, 0.5)}  # fmt: skip
+
+    def night(run, start, took, worker):
+        return [Sample(run, n, 1, took.get(n, seconds[n]), PASSED, _at(start.get(n, 0)),
+                       worker.get(n, "d0w0"), True) for n in [*heavy, *mid, *light]]  # fmt: skip
+
+    # each night h's eight cases ran at once, 80 s each (so far as on every warm GPU night);
+    # m's six ran at once on night 1, 6x slower than one after another on night 2: they fill
+    at_once = {**dict.fromkeys(heavy, 80.0), **dict.fromkeys(mid, 18.0)}
+    spread = {n: f"d0w{i % 8}" for i, n in enumerate(heavy + mid)}  # each group at once
+    history = [
+        *night(1, dict.fromkeys(heavy, 100), at_once, spread),
+        *night(2, {**dict.fromkeys(heavy, 100), **{n: 3 * i for i, n in enumerate(mid)}},
+               {n: at_once[n] for n in heavy}, spread),
+    ]  # fmt: skip
+    learned = share.learn(history)
+    assert learned[mid[0]].fills and not learned[mid[0]].untried
+    assert learned[heavy[0]].untried and learned[heavy[0]].presumed
+    # tonight, handed out from what they say: h's first case runs beside the light tests alone
+    nodeids = [*heavy, *mid, *light]
+    expected = plan.estimates(nodeids, share.first_attempts(history), learned)
+    feed = Feed(slots)
+    plan.fill(feed, nodeids, expected, "test")
+    started: list[tuple[float, str, str]] = []
+    plan.hand_out(feed, slots, lambda _, n: seconds[n], {}, started=started)
+    tonight = [Sample(3, n, 1, seconds[n], PASSED, _at(1000 + t), w, True) for t, w, n in started]
+    after = share.learn(history + tonight)[heavy[0]]
+    assert not after.untried and after.busy >= 1  # judged: compared with and without company
+
+
 def _attempt(nodeid, outcome, start, duration, worker, isolated=False):
     return AttemptRecord(nodeid, outcome, duration, started_at=_at(start), worker=worker,
                          isolated=isolated)  # fmt: skip
@@ -537,8 +594,9 @@ def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):
     assert "with no warm night yet, expected at a cold night's time" in said
     assert f"{planned['chained']} in the devices' chains, the others under the ranking" in said
     assert re.search(
-        r"at once per device: one while short tests are left, then \w+: \d \(an untried test "
-        r"not while a case of its kernel runs\); a slot with nothing else to do takes one beyond",
+        r"at once per device: one while short tests are left, then \w+: \d \(an untried "
+        r"kernel's first case first, to compare it with its cases beside others; its others not "
+        r"while a case of it runs\); a slot with nothing else to do takes one beyond",
         said,
     )
     # the fills started together (one file per slot): never seen about alone, each is expected

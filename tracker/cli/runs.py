@@ -486,7 +486,12 @@ def plan_command(
             "at once per device: one while "
             "short tests are left, then "
             + ", ".join(f"{d or 'all'}: {n}" for d, n in sorted(predicted.lanes.items()))
-            + (" (an untried test not while a case of its kernel runs)" if untried else "")
+            + (
+                " (an untried kernel's first case first, to compare it with its cases beside "
+                "others; its others not while a case of it runs)"
+                if untried
+                else ""
+            )
             + "; a slot with nothing else to do takes one beyond that"
             if warm
             else "by their attempts beside others; tonight's cache is cold: they mostly compile, "

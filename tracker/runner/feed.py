@@ -51,8 +51,9 @@ class Feed:
     one chain per device, balanced by expected time (longest to the least loaded device), and a
     device runs one of them at a time while short tests are left, if it keeps a slot for them. Then
     a chain of presumed ones too long for the run gets more lanes (`_chain`), and a slot with
-    nothing else to do takes one beyond them (`_spare`). An untried one waits for a lane while a
-    case of its kernel runs on its device (`_trying`), unless a slot has nothing else to do. A
+    nothing else to do takes one beyond them (`_spare`). An untried kernel's first case goes
+    first, beside the short tests (`_to_compare`); its others wait for a lane while a case of it
+    runs on its device (`_trying`), unless a slot has nothing else to do. A
     device whose chain is done takes the longest test left in another device's chain. Within a
     chain, files begin shortest first (their tests take turns on the device, so that finishes the
     most tests by any time without ending later), a file's tests go out in suite order, and a slot
@@ -82,6 +83,7 @@ class Feed:
         self.chains: dict[str, list[Filling]] = {}  # device -> its filling groups
         self.filling: dict[str, str] = {}  # taker -> the device whose filling lane it holds
         self.trying: dict[str, tuple[str, str]] = {}  # taker -> (device, kernel) of its untried
+        self.tried: set[str] = set()  # kernels of which an untried case went out tonight
         self.lanes: dict[str, int] = {}  # device -> filling groups it runs at once
         self.began: dict[str, str] = {}  # file -> the taker that began its filling groups
         self.places: list[int] = []  # each ranked group's place in suite order
@@ -154,13 +156,29 @@ class Feed:
         device = self.device.get(taker, "")
         if not self._lane_free(device):
             return None
-        if self.chains.get(device) and (own := self._pick(self.chains[device], taker)):
+        chain = self.chains.get(device)
+        if chain and (own := self._to_compare(chain) or self._pick(chain, taker)):
             return own
         donors = [c for c in self.chains.values() if any(not self._trying(g, device) for g in c)]
         if not donors:
             return None
         chain = max(donors, key=lambda c: sum(g.seconds for g in c))
         return chain.pop(next(k for k, g in enumerate(chain) if not self._trying(g, device)))
+
+    def _to_compare(self, chain: list[Filling]) -> Filling | None:
+        """While short tests are left, the first case in suite order of an untried kernel none of
+        whose cases went out tonight: beside light work, it gets the little company that its
+        cases beside the heavy ones can be compared with (`share.learn`), so the next night's
+        model knows how the kernel shares. In the chain's usual order (files shortest first)
+        the heaviest kernels go last, when short tests are gone and every slot takes one at
+        once: fused_moe's cases had 6.4-7.1 tests of company in every warm night of one H200,
+        so they stayed `untried`, presumed to fill, night after night (calls CQ-CR,
+        bench/README.md). Not measured on a device yet."""
+        if not self.short_free:
+            return None
+        fresh = [k for k, g in enumerate(chain)
+                 if g.untried and function_of(g.tests[0]) not in self.tried]  # fmt: skip
+        return chain.pop(min(fresh, key=lambda k: chain[k].place)) if fresh else None
 
     def _pick(self, chain: list[Filling], taker: str, spare: bool = False) -> Filling | None:
         """The next group of `chain` (with `spare`, any, beyond the lanes; else an untried one only
@@ -341,6 +359,7 @@ class Feed:
         self.handed += group.seconds
         if group.untried:
             self.trying[taker] = (self.device.get(taker, ""), function_of(group.tests[0]))
+            self.tried.add(function_of(group.tests[0]))
         return deque(group.tests)
 
     def _mine(self, taker: str) -> list[int]:
