@@ -53,12 +53,12 @@ class Feed:
     a chain of presumed ones too long for the run gets more lanes (`_chain`), and a slot with
     nothing else to do takes one beyond them (`_spare`). An untried kernel's first case goes
     first, beside the short tests (`_to_compare`); its others wait for a lane while a case of it
-    runs on its device (`_trying`), unless a slot has nothing else to do. A
-    device whose chain is done takes the longest test left in another device's chain. Within a
-    chain, files begin shortest first (their tests take turns on the device, so that finishes the
-    most tests by any time without ending later), a file's tests go out in suite order, and a slot
-    keeps to the files it began and begins one that no other slot has while there is one (`_pick`):
-    a file's kernels are then compiled in one process, in the order the suite's authors run them.
+    runs on its device (`_trying`), unless a slot has nothing else to do. A device whose chain
+    is done takes the longest test left in another device's chain. Within a chain, files begin
+    shortest first (their tests take turns on the device, so that finishes the most tests by any
+    time without ending later), a file's tests go out in suite order, and a slot keeps to the
+    files it began and begins one that no other slot has while there is one (`_pick`): a file's
+    kernels are then compiled in one process, in the order the suite's authors run them.
     """
 
     def __init__(self, devices: dict[str, str] | None = None, warm: bool = True) -> None:
