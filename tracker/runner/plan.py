@@ -114,11 +114,11 @@ def _rank(e: Estimate, floor: float = 1.0) -> int:
     AV). And test_mlp's 29 cases shown to fill (typical 0.4-6.2 s beside the heavy cases, under
     CK's 5.9 s floor) went out one by one to whichever slot asked, so 8 processes each tuned
     the same shapes' kernels: 472 s of slot time, against 199 s in xdist's workers, which run
-    them in suite order (bench/README.md, calls CL-CN; this rule replayed, and measured on a
-    cold night only, call CO). A test whose file never ran is not ranked by the suite's median:
-    a night cut in suite order knew only its first files, and on one slot the tests never
-    reached then waited behind them again, night after night (bench/README.md, the cut
-    scenario on one slot)."""
+    them in suite order (bench/README.md, calls CL-CN; measured: its cold nights CO and CQ led
+    xdist's to 420 s, its warm night CR still trailed warm xdist by 1-3 at 300-420 s). A test
+    whose file never ran is not ranked by the suite's median: a night cut in suite order knew
+    only its first files, and on one slot the tests never reached then waited behind them
+    again, night after night (bench/README.md, the cut scenario on one slot)."""
     return 0 if e.blind or e.seconds < floor else int(e.seconds)
 
 
