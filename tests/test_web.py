@@ -732,6 +732,22 @@ def test_trends_count_each_run_and_each_kernel(client):
     assert "one point each (its start day below)" in page
 
 
+def test_a_page_over_several_runners_says_it_pools_them_and_links_each(client):
+    pooled = client.get("/suites/transformers/trends?days=30").text
+    line = re.search(r'<p class="window">Runner: (.*?)</p>', pooled).group(1)
+    assert line.startswith("<strong>all ") and ", pooled</strong>" in line
+    assert '<a href="?days=30&amp;runner=a2-910b4">a2-910b4</a>' in line
+    one = client.get("/suites/transformers/kernels?days=30&runner=a2-910b4").text
+    line = re.search(r'<p class="window">Runner: (.*?)</p>', one).group(1)
+    assert '<a href="?days=30">all ' in line and "<strong>a2-910b4</strong>" in line
+    counts = [
+        len(client.get(f"/suites/transformers/trends?format=json{q}").json()["nights"])
+        for q in ("", "&runner=a2-910b4")
+    ]
+    assert counts[0] > counts[1]  # the pooled view counts the other runners' runs too
+    assert "The runs of its " in client.get("/suites/transformers").text
+
+
 def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):
     from datetime import UTC, timedelta
 

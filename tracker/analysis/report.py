@@ -232,12 +232,16 @@ class Scope:
             "outcomes": {t: [found.get(t, {}).get(r, (None,))[0] for r in last] for t in test_ids},
         }
 
+    def runners(self) -> list[str]:
+        """The runners with runs of the suite: a page scoped to none of them pools them all."""
+        return sorted(r for s, r in queries.suite_runner_pairs(self.session) if s == self.suite)
+
     def runner_promotions(self) -> dict[str, Verdict]:
         """Each runner's own verdict, when the scope is every runner: the suite may be stable
         on a2-8 and not on a2-1, and the move upstream is decided per runner size."""
         if self.runner is not None:
             return {}
-        names = sorted(r for s, r in queries.suite_runner_pairs(self.session) if s == self.suite)
+        names = self.runners()
         now = self.now if self.pinned else None
         return {
             name: Scope(self.session, self.settings, self.suite, name, self.days, now).promotion()

@@ -44,6 +44,7 @@ def data(scope: Scope) -> dict[str, Any]:
     return {
         "suite": scope.suite,
         "runner": scope.runner,
+        "runners": scope.runners(),
         "days": scope.days,
         "runs": [
             {"id": n.run_id, "started_at": n.started_at, "commit": n.commit, "status": n.status}

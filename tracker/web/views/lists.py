@@ -28,4 +28,9 @@ def clusters_page(request: Request, scope: ScopeDep) -> Response:
 
 
 def _about(scope: Scope) -> dict[str, Any]:
-    return {"suite": scope.suite, "runner": scope.runner, "days": scope.days}
+    return {
+        "suite": scope.suite,
+        "runner": scope.runner,
+        "runners": scope.runners(),
+        "days": scope.days,
+    }

@@ -27,7 +27,7 @@ def data(session: Session, settings: Settings, suite: str, window: int | None) -
     days = window or 30  # the trend: the chosen window, else a month
     recent = queries.list_runs(session, suite, None, 50)
     last = next((r for r in recent if r["status"] not in (RUN_RUNNING, RUN_INFRA)), None)
-    runners = sorted(r for s, r in queries.suite_runner_pairs(session) if s == suite)
+    runners = scope.runners()
     return {
         "suite": suite,
         "days": scope.days,

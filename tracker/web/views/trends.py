@@ -41,6 +41,7 @@ def data(scope: Scope) -> dict[str, Any]:
     return {
         "suite": scope.suite,
         "runner": scope.runner,
+        "runners": scope.runners(),
         "days": scope.days,
         "nights": nights,
         "daily": scope.daily(scope.days),
