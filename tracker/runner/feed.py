@@ -173,7 +173,9 @@ class Feed:
         the heaviest kernels go last, when short tests are gone and every slot takes one at
         once: fused_moe's cases had 6.4-7.1 tests of company in every warm night of one H200,
         so they stayed `untried`, presumed to fill, night after night (calls CQ-CR,
-        bench/README.md). Not measured on a device yet."""
+        bench/README.md). On the device it is not enough (call CU): sent out with the night's
+        first test, the case still had 5.9 tests of company, the filling cases under the ranking
+        floor that go with the short tests, so it compared nothing."""
         if not self.short_free:
             return None
         fresh = [k for k, g in enumerate(chain)
