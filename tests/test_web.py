@@ -745,7 +745,8 @@ def test_a_page_over_several_runners_says_it_pools_them_and_links_each(client):
         for q in ("", "&runner=a2-910b4")
     ]
     assert counts[0] > counts[1]  # the pooled view counts the other runners' runs too
-    assert "The runs of its " in client.get("/suites/transformers").text
+    for page in ("/suites/transformers", "/suites/transformers/flaky"):
+        assert "The runs of its 2 runners (a2-910b4, gha-910b4) pooled" in client.get(page).text
 
 
 def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):

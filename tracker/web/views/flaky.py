@@ -45,6 +45,7 @@ def data(
         "q": q,
         "flaky": flaky,
         "in_window": len(everything),
+        "runners": scope.runners(),
         "broken": broken,
         "deselect": "\n".join(quarantine.deselect_lines(quarantine.active(session, suite))),
         "recent": scope.recent([f.test_id for f in flaky]),
