@@ -30,7 +30,8 @@
 #   cache to KEEP.inductor and its tracker database to KEEP.db: a later call's WARM_FROM (in the
 #   same lease), whose tracker lanes then plan with that night in their history, as a runner
 #   would (call CA planned without BZ, the night that filled its cache, so it did not know which
-#   tests BZ's limit had cut)
+#   tests BZ's limit had cut). The summary gets the caches' sizes, the Triton one also compressed:
+#   whether a later lease could carry a warm cache in and skip the cold night
 # WPD: pytest processes per GPU (xdist: -n WPD x GPUs); DEADLINE: seconds from the script's
 # start at which every lane's tests are stopped (default 570: inside one 10-minute call, with
 # room for the tracker to store its run after it, 6-10 s).
@@ -155,7 +156,9 @@ if [ -n "${KEEP:-}" ]; then  # the first lane's caches, for a later call's WARM_
   triton=/tmp/lane0/triton
   [ -d /tmp/lane0/data/cache/transformers/triton ] && triton=/tmp/lane0/data/cache/transformers/triton
   rm -rf "$KEEP" "$KEEP.inductor" "$KEEP.db" && cp -r "$triton" "$KEEP" && cp -a "$inductor" "$KEEP.inductor" &&
-    echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP, the inductor cache in $KEEP.inductor"
+    echo "kept $(du -sh "$KEEP" | cut -f1) of Triton cache in $KEEP ($(tar -C "$KEEP" -cf - . |
+      xz -T0 -1 | wc -c) bytes as .tar.xz: whether a later lease could carry it), the inductor" \
+      "cache in $KEEP.inductor ($(du -sh "$KEEP.inductor" | cut -f1))" | tee -a "$OUT/summary.txt"
   [ -f /tmp/lane0/tracker.db ] && cp /tmp/lane0/tracker.db "$KEEP.db" && echo "and its night's database in $KEEP.db"
 fi
 
