@@ -303,6 +303,7 @@ def test_report_is_markdown_and_files_an_issue_once(tmp_path):
     assert served.text.rstrip() == text.rstrip()  # the page's button gives what the CLI prints
     promotion = tracker(tmp_path, "report", "--promotion", "--suite", "s").stdout
     assert "| criterion | required | measured | met |" in promotion
+    assert "| run success rate over 14 days | >= 95% | 50.0% | **no** |" in promotion
     kernel = tracker(tmp_path, "report", "--kernel", "b", "--suite", "s").stdout
     assert "## Kernel `b` is flaky in s" in kernel and "passed 2 of 4 times" in kernel
     assert kernel.count("-m pytest") == 1  # the one flaky test, alone

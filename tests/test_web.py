@@ -749,6 +749,22 @@ def test_a_page_over_several_runners_says_it_pools_them_and_links_each(client):
         assert "The runs of its 2 runners (a2-910b4, gha-910b4) pooled" in client.get(page).text
 
 
+def test_the_promotion_report_says_it_pools_runners_and_gives_rates_in_percent(filled):
+    from tracker.analysis.issue import promotion_report
+    from tracker.db import session_scope
+
+    with session_scope(filled.database_url) as session:
+        pooled = promotion_report(session, filled, "transformers", None)
+        one = promotion_report(session, filled, "transformers", "a2-910b4")
+    rate = re.search(r"\| run success rate over \d+ days \| >= 95% \| ([^|]*) \|", pooled)
+    assert rate and re.fullmatch(r"\d+\.\d+%", rate.group(1).strip())  # a percentage, not 0.2
+    assert "The runs of its 2 runners pooled; each one alone:" in pooled
+    assert re.search(
+        r"- `a2-910b4`: not met, \d+ days? in a row with a run, \d+ of \d+ runs? green", pooled
+    )
+    assert "runners pooled" not in one and "## Promotion of transformers on a2-910b4" in one
+
+
 def test_runs_that_share_a_day_are_labelled_by_number_on_charts(tmp_path):
     from datetime import UTC, timedelta
 

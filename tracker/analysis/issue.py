@@ -305,10 +305,27 @@ def promotion_report(session: Session, settings: Settings, suite: str, runner: s
     for part in verdict.parts():
         mark = "yes" if part["ok"] else "**no**"
         out.append(
-            f"| {_cell(part['name'])} | {_cell(part['required'])} | "
-            f"{_cell('no runs' if part['measured'] is None else part['measured'])} | {mark} |"
-        )  # fmt: skip
+            f"| {_cell(part['name'])} | {_cell(part['required'])} | {_cell(_measured(part))} | "
+            f"{mark} |"
+        )
+    per_runner = scope.runner_promotions()
+    if len(per_runner) > 1:  # the table pooled them: say so, and how each one stands
+        out += ["", f"The runs of its {len(per_runner)} runners pooled; each one alone:", ""]
+        out += [
+            f"- {_code(name)}: {'met' if v.met else 'not met'}, "
+            f"{plural(v.consecutive_days, 'day')} in a row with a run, "
+            f"{v.successes} of {plural(v.total, 'run')} green"
+            for name, v in per_runner.items()
+        ]
     flaky = verdict.unquarantined_flaky
     if flaky:
         out += ["", "Flaky and not quarantined:", "", *(f"- {_code(n)}" for n in flaky[:50])]
     return "\n".join([*out, ""])
+
+
+def _measured(part: dict[str, Any]) -> str:
+    """As the promotion page shows it: a rate as a percentage (0.5 read as "0.5" beside ">= 95%"
+    in the report before)."""
+    if part["measured"] is None:
+        return "no runs"
+    return percent(part["measured"]) if part["required"].endswith("%") else str(part["measured"])
