@@ -305,8 +305,8 @@ def promotion_report(session: Session, settings: Settings, suite: str, runner: s
     for part in verdict.parts():
         mark = "yes" if part["ok"] else "**no**"
         out.append(
-            f"| {_cell(part['name'])} | {_cell(part['required'])} | {_cell(_measured(part))} | "
-            f"{mark} |"
+            f"| {_cell(part['name'])} | {_cell(part['required'])} | "
+            f"{_cell(verdict.shown(part) or 'no runs')} | {mark} |"
         )
     per_runner = scope.runner_promotions()
     if len(per_runner) > 1:  # the table pooled them: say so, and how each one stands
@@ -321,11 +321,3 @@ def promotion_report(session: Session, settings: Settings, suite: str, runner: s
     if flaky:
         out += ["", "Flaky and not quarantined:", "", *(f"- {_code(n)}" for n in flaky[:50])]
     return "\n".join([*out, ""])
-
-
-def _measured(part: dict[str, Any]) -> str:
-    """As the promotion page shows it: a rate as a percentage (0.5 read as "0.5" beside ">= 95%"
-    in the report before)."""
-    if part["measured"] is None:
-        return "no runs"
-    return percent(part["measured"]) if part["required"].endswith("%") else str(part["measured"])

@@ -85,6 +85,7 @@ class Verdict:
                 "required": f">= {c.min_success_rate:.0%}",
                 "measured": None if self.rate is None else round(self.rate, 4),
                 "ok": self.rate is not None and self.rate >= c.min_success_rate,
+                "rate": True,
             },
             {
                 "name": "un-quarantined flaky tests in the window",
@@ -103,6 +104,14 @@ class Verdict:
                 }
             )
         return parts
+
+    def shown(self, part: dict[str, Any]) -> str | None:
+        """A part's measured value as the pages, the CLI and the report show it: a rate as a
+        percentage beside its ">= 95%" (the report printed 0.5 there); None: no runs."""
+        measured = part["measured"]
+        if measured is None:
+            return None
+        return percent(measured) if part.get("rate") else str(measured)
 
     def _said(self) -> list[tuple[bool, str]]:
         """Each part of the criterion in words, with its numbers: (met, text), met as in

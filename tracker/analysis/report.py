@@ -234,7 +234,7 @@ class Scope:
 
     def runners(self) -> list[str]:
         """The runners with runs of the suite: a page scoped to none of them pools them all."""
-        return sorted(r for s, r in queries.suite_runner_pairs(self.session) if s == self.suite)
+        return [r for _, r in queries.suite_runner_pairs(self.session, self.suite)]
 
     def runner_promotions(self) -> dict[str, Verdict]:
         """Each runner's own verdict, when the scope is every runner: the suite may be stable

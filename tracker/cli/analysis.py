@@ -243,9 +243,9 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
         prose(v.headline(), 2)
         for p in v.parts():
             mark = "✓" if p["ok"] else "✗"
-            measured = p["measured"]
-            if p["name"].startswith("run success rate") and isinstance(measured, float):
-                measured = f"{measured:.1%} ({v.successes} of {plural(v.total, 'run')})"
+            measured = v.shown(p) or "no runs"
+            if p.get("rate") and v.total:
+                measured += f" ({v.successes} of {plural(v.total, 'run')})"
             out.print(Text(f"  {mark} {p['name']}: {measured} (need {p['required']})"))
         lo, hi = v.interval
         counts = counts_text(v.counts)

@@ -258,15 +258,17 @@ def run_kernels(session: Session, run_id: int) -> list[str]:
     )
 
 
-def suite_runner_pairs(session: Session) -> list[tuple[str, str]]:
-    """Every (suite, runner) that has runs: one overview card each."""
-    rows = session.execute(
+def suite_runner_pairs(session: Session, suite: str | None = None) -> list[tuple[str, str]]:
+    """Every (suite, runner) that has runs (of `suite` only, when given): one overview card
+    each."""
+    query = (
         select(Suite.name, Runner.name)
         .join(Run, Run.suite_id == Suite.id)
         .join(Runner, Run.runner_id == Runner.id)
-        .distinct()
-        .order_by(Suite.name, Runner.name)
-    ).all()
+    )
+    if suite is not None:
+        query = query.where(Suite.name == suite)
+    rows = session.execute(query.distinct().order_by(Suite.name, Runner.name)).all()
     return [(s, r) for s, r in rows]
 
 

@@ -218,7 +218,7 @@ def clusters(scope: ScopeDep) -> dict[str, Any]:
 def runner_differences(scope: ScopeDep, session: SessionDep, settings: SettingsDep) -> dict:
     """Tests whose verdict differs between the suite's runners (stable on one device, flaky on
     another), each side with its runs and failures; the suite page's "Runners disagree"."""
-    names = sorted(r for s, r in queries.suite_runner_pairs(session) if s == scope.suite)
+    names = scope.runners()
     rows = changes.compare_runners(session, settings, scope.suite, names, scope.days)
     return {"suite": scope.suite, "runners": names, "days": scope.days, "differing": rows}
 
