@@ -6,6 +6,9 @@ in the same call, each against its lower bound:
 - shared: one simulated device that six tests fill (each needs 2 s of it, in slices under an
   exclusive lock, so tests that use it together take turns and all stretch, as kernels that fill
   a GPU do), among 600 light tests; bound: the 12 s the device must work;
+- shared2: the same on two simulated devices (12 filling tests, the slots half on each, xdist's
+  workers pinned to device i % 2): a 2-GPU night, whose filling chains must be split between the
+  devices; bound: 12 s.
 - cut: more device work (6 x 3 s + 16 x 1 s) than the run's limit (14 s) allows, among 400
   light tests, as a cold night on one GPU: tests finished by each checkpoint, for both tools
   (most: the light ones, then the 1 s ones one at a time; started together, they take turns).
@@ -77,7 +80,8 @@ DEVICE = """import fcntl, os, time
 
 def use(seconds, units=1):  # slices under one of `units` exclusive locks: more tests than
     # units, used together, take turns (a device that runs `units` at once at full speed)
-    lock = os.environ["DEVICE_LOCK"]
+    # one lock per device: the slot's (or the pinned xdist worker's) visible device
+    lock = os.environ["DEVICE_LOCK"] + os.environ.get("CUDA_VISIBLE_DEVICES", "")
     handles = [open(lock if u == 0 else f"{lock}.{u}", "a") for u in range(units)]
     n = 0
     while seconds > 0:
@@ -132,6 +136,37 @@ def shared(folder: Path, slots: int) -> float:
         (folder / f"test_k{i:02}.py").write_text(body)
     light = LIGHT_FILES * LIGHT_PER_FILE * LIGHT
     return max(FILL * 2 * len(FILL_FILES), light / slots)
+
+
+FILL_FILES_2 = (1, 3, 5, 7, 9, 11)  # `shared2`: twice the filling work, for two devices
+PIN = """import os
+
+worker = os.environ.get("PYTEST_XDIST_WORKER")  # xdist's workers pinned to device i % 2, as
+if worker and "CUDA_VISIBLE_DEVICES" not in os.environ:  # bench/liger_on_device.sh pins them
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % 2)
+"""
+# what a 2-GPU machine's nvidia-smi says, for the tracker's probe (`--query-gpu=...`)
+NVIDIA_SMI = "#!/bin/sh\necho '0, Simulated, 0.0, 1, 0'\necho '1, Simulated, 0.0, 1, 0'\n"
+
+
+def shared2(folder: Path, slots: int) -> float:
+    """`shared` on two simulated devices, each filled by its own filling tests (12 of 2 s,
+    spread over six files), the slots half on each: a CPU proxy of a 2-GPU night, where the
+    filling chains must be split between the devices (xdist splits the files' order)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "simulated_device.py").write_text(DEVICE)
+    (folder / "conftest.py").write_text(PIN)
+    for i in range(LIGHT_FILES):
+        body = "import time, pytest\nimport simulated_device\n\n"
+        body += f"@pytest.mark.parametrize('i', range({LIGHT_PER_FILE}))\n"
+        body += f"def test_light(i):\n    time.sleep({LIGHT})\n"
+        if i in FILL_FILES_2:
+            body += "\n\n@pytest.mark.parametrize('i', range(2))\ndef test_fill(i):\n"
+            body += f"    simulated_device.use({FILL})\n"
+        (folder / f"test_k{i:02}.py").write_text(body)
+    light = LIGHT_FILES * LIGHT_PER_FILE * LIGHT
+    return max(FILL * 2 * len(FILL_FILES_2) / 2, light / slots)
 
 
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
@@ -298,7 +333,8 @@ def warmtune(folder: Path, slots: int) -> float:
     return HEAVY * HEAVY_WORK + SHAPES * TUNE + TUNED_CASES * TUNED_USE
 
 
-SCENARIOS = {"skewed": skewed, "shared": shared, "cut": cut, "rerun": rerun, "compile": compiled,
+SCENARIOS = {"skewed": skewed, "shared": shared, "shared2": shared2, "cut": cut, "rerun": rerun,
+             "compile": compiled,
              "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
              "warmcut": warmcut, "warmchain": warmchain, "warmtune": warmtune}  # fmt: skip
 
@@ -317,17 +353,28 @@ def night(
     reruns: int = 0,
     cold: bool = True,
     marks: tuple = CHECKPOINTS,
+    devices: int = 1,
 ) -> tuple[float, dict, str]:
+    """`devices` > 1: that many simulated CUDA devices (a fake `nvidia-smi` for the probe), the
+    slots split between them, each slot's tests on its device's lock."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env.update(
         PYTHONPATH=str(src.resolve()),
         TRACKER_DATABASE_URL=f"sqlite:///{work / 't.db'}",
         DEVICE_LOCK=str(work / "device.lock"),
     )
+    device = 'device = "cpu"'
+    if devices > 1:
+        smi = work / "bin" / "nvidia-smi"
+        smi.parent.mkdir(exist_ok=True)
+        smi.write_text(NVIDIA_SMI)
+        smi.chmod(0o755)
+        env["PATH"] = f"{smi.parent}:{env['PATH']}"
+        device = f'device = "cuda"\ndevices = {list(range(devices))}'
     (work / "tracker.toml").write_text(
-        f'data_dir = "{work / "data"}"\n[runner]\nname = "bench"\ndevice = "cpu"\n'
+        f'data_dir = "{work / "data"}"\n[runner]\nname = "bench"\n{device}\n'
         f'[[suites]]\nname = "s"\npath = "{work / "suite"}"\npython = "{sys.executable}"\n'
-        f"reruns = {reruns}\nworkers_per_device = {slots}\ntest_timeout = 60\n"
+        f"reruns = {reruns}\nworkers_per_device = {slots // devices}\ntest_timeout = 60\n"
         f"run_timeout = {limit}\n"
     )
     (work / "device.lock.ran").unlink(missing_ok=True)  # the `rerun` scenario's test fails anew
@@ -435,7 +482,8 @@ def main() -> None:
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
                   f"{wall / bound:.2f}x | - |")  # fmt: skip
             for n in range(1, args.nights + 1):
-                wall, run, _ = night(Path(src), work, args.slots)
+                devices = 2 if scenario == "shared2" else 1
+                wall, run, _ = night(Path(src), work, args.slots, devices=devices)
                 duration = run["duration"]
                 print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {duration:.1f} s | "
                       f"{duration / bound:.2f}x | {run['status']} {run['counts']} |")  # fmt: skip

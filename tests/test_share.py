@@ -4,12 +4,14 @@ device of the fixture suite `device` is an exclusive lock taken in turns (see it
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers import SUITES, outcomes
 
+from tracker.config import RunnerConfig
 from tracker.ingest.confirm import settle
 from tracker.records import (
     FAILED,
@@ -562,6 +564,55 @@ def test_filling_tests_learned_from_one_night_run_one_at_a_time_beside_other_wor
     others = max(t for f, t in began.items() if not f.startswith("test_fill"))
     assert all(began[file_of(b)] >= others for _, b in _overlaps(second, "test_fill"))
     assert second["run"]["status"] == "passed"
+
+
+def test_on_two_devices_each_slot_sees_its_own_and_the_fills_are_split_between_them(
+    run_suite, settings, tmp_path, monkeypatch
+):
+    """A 2-GPU night with real processes on CPU: a fake nvidia-smi lists two devices, each
+    slot's tests see only their own (CUDA_VISIBLE_DEVICES), and the simulated device is one
+    lock per device. The first warm night presumes the long tests fill: it runs them on both
+    devices, one at a time on each while other work is left."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho '0, Simulated, 1.0, 80, 0'\necho '1, Simulated, 1.0, 80, 0'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    settings.runner = RunnerConfig(name="ci", device="cuda", devices=[0, 1])
+    seen = tmp_path / "devices.log"
+    files = ["test_fill_a.py", "test_fill_b.py", "test_fill_c.py", "test_light.py"]
+    options = {
+        "suite": "device",
+        "suite_path": SUITES / "device",
+        "workers_per_device": 2,
+        "test_timeout": 30,
+        "reruns": 0,
+        # light work that outlasts the fills' first turns: they go out beside it
+        "env": {"FILL_S": "1.5", "LIGHT_N": "100", "LIGHT_S": "0.05", "DEVICES_LOG": str(seen)},
+    }
+    first = run_suite(*files, **options)
+    assert first["run"]["kernel_cache"] == "cold" and first["run"]["status"] == "passed"
+    assert first["run"]["environment"]["device_count"] == 2
+    slot_of = {r["nodeid"]: r["attempts"][0]["worker"] for r in first["results"]}
+    assert {w[:2] for w in slot_of.values()} == {"d0", "d1"}
+    given = dict(line.rsplit(" ", 1) for line in seen.read_text().splitlines())
+    assert given and all(slot_of[n][1] == device for n, device in given.items())
+
+    second = run_suite(*files, **options)
+    assert second["run"]["kernel_cache"] == "warm" and second["run"]["status"] == "passed"
+    fills = [r for r in second["results"] if r["nodeid"].startswith("test_fill")]
+    assert {r["attempts"][0]["worker"][:2] for r in fills} == {"d0", "d1"}
+    began = {
+        r["nodeid"]: datetime.fromisoformat(r["attempts"][0]["started_at"]).timestamp()
+        for r in second["results"]
+    }
+    others = max(t for n, t in began.items() if not n.startswith("test_fill"))
+    side_by_side = _overlaps({"results": fills}, "test_fill")
+    device = {r["nodeid"]: r["attempts"][0]["worker"][:2] for r in fills}
+    # the two devices at once, while there was other work (not one device's turns)
+    assert any(device[a] != device[b] and began[b] < others for a, b in side_by_side)
+    # on one device, two at once only for a slot with nothing else left to do
+    assert all(began[b] >= others for a, b in side_by_side if device[a] == device[b])
 
 
 def test_the_plan_for_a_first_warm_night_says_what_it_does_not_know(tmp_path):

@@ -1,6 +1,7 @@
 """A simulated device that some tests fill. Each slice of their work holds an exclusive lock (flock
-on one file in FIXTURE_STATE), so tests that fill it at the same time take turns and all of them
-stretch, as kernels that fill a GPU do. Light tests and sleepers never touch it.
+on one file in FIXTURE_STATE, one per visible device), so tests that fill it at the same time take
+turns and all of them stretch, as kernels that fill a GPU do. Light tests and sleepers never touch
+it.
 
 FILL_TOGETHER=N makes the first N tests that use it wait (10 s at most) for each other, so that
 they take turns also on a loaded machine, where their processes start seconds apart; later
@@ -40,7 +41,18 @@ class Device:
 
 @pytest.fixture
 def device() -> Device:
-    return Device(Path(os.environ.get("FIXTURE_STATE", "/tmp")) / "device.lock")
+    """One lock per device the slot sees (one on CPU): a 2-GPU night's tests take turns only
+    with those on their own device."""
+    state = Path(os.environ.get("FIXTURE_STATE", "/tmp"))
+    return Device(state / f"device{os.environ.get('CUDA_VISIBLE_DEVICES', '')}.lock")
+
+
+@pytest.fixture(autouse=True)
+def _seen_devices(request):
+    """With DEVICES_LOG set, each test writes down the devices it was given."""
+    if log := os.environ.get("DEVICES_LOG"):
+        with open(log, "a") as fh:
+            fh.write(f"{request.node.nodeid} {os.environ.get('CUDA_VISIBLE_DEVICES')}\n")
 
 
 def fill_seconds() -> float:
