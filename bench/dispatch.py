@@ -122,22 +122,6 @@ def skewed(folder: Path, slots: int) -> float:
     return max((sum(SLOW) + FAST_FILES * FAST_PER_FILE * FAST) / slots, max(SLOW))
 
 
-def shared(folder: Path, slots: int) -> float:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pytest.ini").write_text(INI)
-    (folder / "simulated_device.py").write_text(DEVICE)
-    for i in range(LIGHT_FILES):
-        body = "import time, pytest\nimport simulated_device\n\n"
-        body += f"@pytest.mark.parametrize('i', range({LIGHT_PER_FILE}))\n"
-        body += f"def test_light(i):\n    time.sleep({LIGHT})\n"
-        if i in FILL_FILES:
-            body += "\n\n@pytest.mark.parametrize('i', range(2))\ndef test_fill(i):\n"
-            body += f"    simulated_device.use({FILL})\n"
-        (folder / f"test_k{i:02}.py").write_text(body)
-    light = LIGHT_FILES * LIGHT_PER_FILE * LIGHT
-    return max(FILL * 2 * len(FILL_FILES), light / slots)
-
-
 FILL_FILES_2 = (1, 3, 5, 7, 9, 11)  # `shared2`: twice the filling work, for two devices
 PIN = """import os
 
@@ -149,24 +133,30 @@ if worker and "CUDA_VISIBLE_DEVICES" not in os.environ:  # bench/liger_on_device
 NVIDIA_SMI = "#!/bin/sh\necho '0, Simulated, 0.0, 1, 0'\necho '1, Simulated, 0.0, 1, 0'\n"
 
 
-def shared2(folder: Path, slots: int) -> float:
-    """`shared` on two simulated devices, each filled by its own filling tests (12 of 2 s,
-    spread over six files), the slots half on each: a CPU proxy of a 2-GPU night, where the
-    filling chains must be split between the devices (xdist splits the files' order)."""
+def shared(folder: Path, slots: int, fill_files: tuple = FILL_FILES, devices: int = 1) -> float:
+    """`devices` > 1: xdist's workers pinned to them (`PIN`); the bound is each one's share."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text(INI)
     (folder / "simulated_device.py").write_text(DEVICE)
-    (folder / "conftest.py").write_text(PIN)
+    if devices > 1:
+        (folder / "conftest.py").write_text(PIN)
     for i in range(LIGHT_FILES):
         body = "import time, pytest\nimport simulated_device\n\n"
         body += f"@pytest.mark.parametrize('i', range({LIGHT_PER_FILE}))\n"
         body += f"def test_light(i):\n    time.sleep({LIGHT})\n"
-        if i in FILL_FILES_2:
+        if i in fill_files:
             body += "\n\n@pytest.mark.parametrize('i', range(2))\ndef test_fill(i):\n"
             body += f"    simulated_device.use({FILL})\n"
         (folder / f"test_k{i:02}.py").write_text(body)
     light = LIGHT_FILES * LIGHT_PER_FILE * LIGHT
-    return max(FILL * 2 * len(FILL_FILES_2) / 2, light / slots)
+    return max(FILL * 2 * len(fill_files) / devices, light / slots)
+
+
+def shared2(folder: Path, slots: int) -> float:
+    """`shared` on two simulated devices, each filled by its own filling tests (12 of 2 s,
+    spread over six files), the slots half on each: a CPU proxy of a 2-GPU night, where the
+    filling chains must be split between the devices (xdist splits the files' order)."""
+    return shared(folder, slots, FILL_FILES_2, devices=2)
 
 
 CUT_LIMIT, CHECKPOINTS = 14, (4, 8, 12)
