@@ -324,8 +324,7 @@ def warmtune(folder: Path, slots: int) -> float:
 
 
 SCENARIOS = {"skewed": skewed, "shared": shared, "shared2": shared2, "cut": cut, "rerun": rerun,
-             "compile": compiled,
-             "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
+             "compile": compiled, "warmup": warmup, "warmshare": warmshare, "warmpair": warmpair,
              "warmcut": warmcut, "warmchain": warmchain, "warmtune": warmtune}  # fmt: skip
 
 
@@ -471,8 +470,8 @@ def main() -> None:
             wall, _ = xdist(work, args.slots)
             print(f"| {scenario} (bound {bound:.1f} s) | xdist | - | {wall:.1f} s | - | "
                   f"{wall / bound:.2f}x | - |")  # fmt: skip
+            devices = 2 if scenario == "shared2" else 1
             for n in range(1, args.nights + 1):
-                devices = 2 if scenario == "shared2" else 1
                 wall, run, _ = night(Path(src), work, args.slots, devices=devices)
                 duration = run["duration"]
                 print(f"| {scenario} | {name} | {n} | {wall:.1f} s | {duration:.1f} s | "
