@@ -312,9 +312,7 @@ def promotion_report(session: Session, settings: Settings, suite: str, runner: s
     if len(per_runner) > 1:  # the table pooled them: say so, and how each one stands
         out += ["", f"The runs of its {len(per_runner)} runners pooled; each one alone:", ""]
         out += [
-            f"- {_code(name)}: {'met' if v.met else 'not met'}, "
-            f"{plural(v.consecutive_days, 'day')} in a row with a run, "
-            f"{v.successes} of {plural(v.total, 'run')} green"
+            f"- {_code(name)}: {'met' if v.met else 'not met'}, {v.standing()}"
             for name, v in per_runner.items()
         ]
     flaky = verdict.unquarantined_flaky

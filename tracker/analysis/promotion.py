@@ -113,6 +113,12 @@ class Verdict:
             return None
         return percent(measured) if part.get("rate") else str(measured)
 
+    def standing(self) -> str:
+        """How the verdict stands beside other runners' (the CLI's and the report's per-runner
+        lines)."""
+        days = plural(self.consecutive_days, "day")
+        return f"{days} in a row with a run, {self.successes} of {plural(self.total, 'run')} green"
+
     def _said(self) -> list[tuple[bool, str]]:
         """Each part of the criterion in words, with its numbers: (met, text), met as in
         `parts`."""

@@ -261,10 +261,7 @@ def promotion(suite: SuiteOpt = None, runner: RunnerOpt = None, as_json: JsonOpt
         if len(per_runner) > 1:
             out.print(Text("  per runner:"))
             for name, r in per_runner.items():
-                line = Text(f"    {name}: ").append(*_met(r.met))
-                days = plural(r.consecutive_days, "day")
-                line.append(f", {days} in a row, {r.successes}/{r.total} green")
-                out.print(line)
+                out.print(Text(f"    {name}: ").append(*_met(r.met)).append(f", {r.standing()}"))
     if not v.met:
         raise typer.Exit(EXIT_NOT_MET)
 
